@@ -1,0 +1,84 @@
+//! `dllm inspect MODEL [--json]`
+
+use std::path::PathBuf;
+
+use dllm::gguf::GgufFile;
+use dllm::summary::{Summary, human_bytes, human_count};
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// GGUF file to describe (a full model or a vocabulary-only file)
+    model: PathBuf,
+    /// Print the stable JSON description instead of text
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn run(args: Args) -> anyhow::Result<()> {
+    let gguf = GgufFile::open(&args.model)?;
+    let s = Summary::of(&gguf);
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&s)?);
+        return Ok(());
+    }
+    println!("file:          {} ({})", s.file, human_bytes(s.file_bytes));
+    println!("gguf:          version {}, alignment {}", s.gguf_version, s.alignment);
+    println!("architecture:  {}", s.architecture.as_deref().unwrap_or("(none)"));
+    if let Some(name) = &s.name {
+        println!("name:          {name}");
+    }
+    println!(
+        "parameters:    {} in {} tensors ({})",
+        human_count(s.n_params),
+        s.tensors.len(),
+        human_bytes(s.tensor_bytes)
+    );
+    if let Some(shift) = s.shift_logits {
+        println!("shift logits:  {shift}");
+    }
+    if !s.hyperparameters.is_empty() {
+        println!("\nhyperparameters:");
+        for (k, v) in &s.hyperparameters {
+            println!("  {k:<36} {v}");
+        }
+    }
+    if let Some(t) = &s.tokenizer {
+        let id = |v: Option<u64>| v.map_or("-".to_string(), |v| v.to_string());
+        println!(
+            "\ntokenizer:     {} (pre {}), {} tokens, {} merges",
+            t.model.as_deref().unwrap_or("?"),
+            t.pre.as_deref().unwrap_or("?"),
+            t.n_tokens,
+            t.n_merges
+        );
+        println!(
+            "  bos {}  eos {}  eot {}  pad {}  mask {}  add_bos {}",
+            id(t.bos_token_id),
+            id(t.eos_token_id),
+            id(t.eot_token_id),
+            id(t.padding_token_id),
+            id(t.mask_token_id),
+            t.add_bos_token.map_or("-".into(), |b| b.to_string())
+        );
+    }
+    println!("chat template: {}", if s.chat_template { "yes" } else { "no" });
+    if !s.tensors.is_empty() {
+        println!("\ntensors:");
+        println!("  {:<32} {:<7} {:<22} {:>12}", "name", "type", "shape", "bytes");
+        for t in &s.tensors {
+            let shape = format!("{:?}", t.dims);
+            println!("  {:<32} {:<7} {:<22} {:>12}", t.name, t.ty.to_string(), shape, t.n_bytes);
+        }
+        println!("\ntotals per type:");
+        for t in &s.types {
+            println!(
+                "  {:<7} {:>4} tensors {:>12} params {:>12}",
+                t.ty.to_string(),
+                t.tensors,
+                human_count(t.params),
+                human_bytes(t.bytes)
+            );
+        }
+    }
+    Ok(())
+}

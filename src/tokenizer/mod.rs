@@ -1,0 +1,268 @@
+//! The byte-level BPE tokenizer stored in a GGUF file (`tokenizer.ggml.model` = "gpt2").
+//! Encoding runs on the `tokenizers` crate built from the GGUF arrays; decoding is our own
+//! byte-exact table lookup so that pieces can be streamed and shown per canvas cell.
+
+mod byte_level;
+mod stream;
+
+use tokenizers::models::bpe::{BPE, Vocab};
+use tokenizers::pre_tokenizers::byte_level::ByteLevel;
+use tokenizers::pre_tokenizers::sequence::Sequence;
+use tokenizers::pre_tokenizers::split::{Split, SplitPattern};
+use tokenizers::{PreTokenizerWrapper, SplitDelimiterBehavior};
+
+use crate::gguf::{GgufFile, Value};
+pub use stream::StreamDecoder;
+
+/// Llama-3's pre-tokenizer regex (llama.cpp `llama-bpe`).
+const LLAMA3_REGEX: &str = r"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
+/// Qwen2's: like Llama-3's but digits are split one by one.
+const QWEN2_REGEX: &str = r"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
+/// GPT-2's original.
+const GPT2_REGEX: &str = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+";
+
+/// `tokenizer.ggml.token_type` values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TokenType {
+    Normal,
+    Unknown,
+    Control,
+    UserDefined,
+    Unused,
+    Byte,
+}
+
+impl TokenType {
+    fn from_i64(v: i64) -> TokenType {
+        match v {
+            2 => TokenType::Unknown,
+            3 => TokenType::Control,
+            4 => TokenType::UserDefined,
+            5 => TokenType::Unused,
+            6 => TokenType::Byte,
+            _ => TokenType::Normal,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum TokenizerError {
+    #[error("{file}: no tokenizer in this GGUF (tokenizer.ggml.tokens is missing)")]
+    Missing { file: String },
+    #[error("{file}: tokenizer model '{model}' is not supported (dllm supports byte-level BPE, 'gpt2')")]
+    UnsupportedModel { file: String, model: String },
+    #[error("{file}: pre-tokenizer '{pre}' is not supported (supported: llama-bpe, llama3, qwen2, gpt-2, default)")]
+    UnsupportedPre { file: String, pre: String },
+    #[error("{file}: tokenizer metadata is malformed: {what}")]
+    Malformed { file: String, what: String },
+    #[error("tokenization failed: {0}")]
+    Encode(String),
+}
+
+/// Options of `Tokenizer::encode`, mirroring llama.cpp's `llama_tokenize`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct EncodeOptions {
+    /// Prepend BOS when the model asks for it (`tokenizer.ggml.add_bos_token`).
+    pub add_special: bool,
+    /// Turn the text of control tokens (`<|im_start|>`, ...) into their ids.
+    pub parse_special: bool,
+}
+
+/// Ids of the tokens the engine treats specially.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct SpecialIds {
+    pub bos: Option<u32>,
+    pub eos: Option<u32>,
+    pub eot: Option<u32>,
+    pub pad: Option<u32>,
+    pub mask: Option<u32>,
+}
+
+pub struct Tokenizer {
+    bpe: tokenizers::Tokenizer,
+    pieces: Vec<Vec<u8>>,
+    types: Vec<TokenType>,
+    /// Texts of tokens matched before BPE: (text, id, only when parsing specials), longest first.
+    atomic: Vec<(String, u32, bool)>,
+    pub special: SpecialIds,
+    pub add_bos: bool,
+    pub pre: String,
+}
+
+impl Tokenizer {
+    pub fn from_gguf(gguf: &GgufFile) -> Result<Tokenizer, TokenizerError> {
+        let file = gguf.path().display().to_string();
+        let malformed = |what: String| TokenizerError::Malformed { file: file.clone(), what };
+        let model = gguf.get_str("tokenizer.ggml.model").unwrap_or("gpt2");
+        if model != "gpt2" {
+            return Err(TokenizerError::UnsupportedModel { file, model: model.into() });
+        }
+        let tokens = gguf
+            .get("tokenizer.ggml.tokens")
+            .ok_or_else(|| TokenizerError::Missing { file: file.clone() })?
+            .as_array()
+            .ok_or_else(|| malformed("tokenizer.ggml.tokens is not an array".into()))?;
+        let tokens: Vec<&str> = tokens
+            .iter()
+            .map(|v| v.as_str().ok_or_else(|| malformed("tokenizer.ggml.tokens holds a non-string".into())))
+            .collect::<Result<_, _>>()?;
+        let types: Vec<TokenType> = match gguf.get("tokenizer.ggml.token_type").and_then(Value::as_array) {
+            Some(a) if a.len() == tokens.len() => {
+                a.iter().map(|v| TokenType::from_i64(v.as_i64().unwrap_or(1))).collect()
+            }
+            Some(a) => return Err(malformed(format!("{} token types for {} tokens", a.len(), tokens.len()))),
+            None => vec![TokenType::Normal; tokens.len()],
+        };
+        let merges: Vec<(String, String)> = match gguf.get("tokenizer.ggml.merges").and_then(Value::as_array) {
+            Some(a) => a
+                .iter()
+                .map(|v| {
+                    let s = v.as_str().ok_or_else(|| malformed("a merge is not a string".into()))?;
+                    // The first character may itself be a space-like symbol; split after it.
+                    let split = s.char_indices().skip(1).find(|&(_, c)| c == ' ').map(|(i, _)| i);
+                    let i = split.ok_or_else(|| malformed(format!("merge {s:?} has no space")))?;
+                    Ok((s[..i].to_owned(), s[i + 1..].to_owned()))
+                })
+                .collect::<Result<_, TokenizerError>>()?,
+            None => Vec::new(),
+        };
+        let pre = gguf.get_str("tokenizer.ggml.pre").unwrap_or("default").to_owned();
+        let (regex, ignore_merges) = match pre.as_str() {
+            "llama-bpe" | "llama3" | "llama-v3" => (LLAMA3_REGEX, true),
+            "qwen2" => (QWEN2_REGEX, false),
+            "gpt-2" | "gpt2" | "default" => (GPT2_REGEX, false),
+            _ => return Err(TokenizerError::UnsupportedPre { file, pre }),
+        };
+        let n = tokens.len();
+        let mut vocab = Vocab::default();
+        for (i, t) in tokens.iter().enumerate() {
+            vocab.entry((*t).to_owned()).or_insert(i as u32);
+        }
+        let bpe = BPE::builder()
+            .vocab_and_merges(vocab, merges)
+            .ignore_merges(ignore_merges)
+            .build()
+            .map_err(|e| malformed(format!("BPE: {e}")))?;
+        let split = Split::new(SplitPattern::Regex(regex.into()), SplitDelimiterBehavior::Isolated, false)
+            .map_err(|e| malformed(format!("regex: {e}")))?;
+        let pre_tok = Sequence::new(vec![
+            PreTokenizerWrapper::Split(split),
+            PreTokenizerWrapper::ByteLevel(ByteLevel::new(false, true, false)),
+        ]);
+        let mut tk = tokenizers::Tokenizer::new(bpe);
+        tk.with_pre_tokenizer(Some(pre_tok));
+
+        let pieces = tokens
+            .iter()
+            .zip(&types)
+            .map(|(t, ty)| match ty {
+                TokenType::Normal | TokenType::Byte => byte_level::decode_token(t),
+                _ => t.as_bytes().to_vec(),
+            })
+            .collect();
+        let mut atomic: Vec<(String, u32, bool)> = tokens
+            .iter()
+            .zip(&types)
+            .enumerate()
+            .filter_map(|(i, (t, ty))| match ty {
+                TokenType::Control if !t.is_empty() => Some((t.to_string(), i as u32, true)),
+                TokenType::UserDefined if !t.is_empty() => Some((t.to_string(), i as u32, false)),
+                _ => None,
+            })
+            .collect();
+        atomic.sort_by(|a, b| b.0.len().cmp(&a.0.len()).then(a.1.cmp(&b.1)));
+
+        let id = |key: &str| -> Result<Option<u32>, TokenizerError> {
+            match gguf.get_u64(key) {
+                Some(v) if (v as usize) < n => Ok(Some(v as u32)),
+                Some(v) => Err(malformed(format!("{key} = {v} is outside the {n}-token vocabulary"))),
+                None => Ok(None),
+            }
+        };
+        let by_text = |texts: &[&str]| texts.iter().find_map(|t| tokens.iter().position(|x| x == t).map(|i| i as u32));
+        let special = SpecialIds {
+            bos: id("tokenizer.ggml.bos_token_id")?,
+            eos: id("tokenizer.ggml.eos_token_id")?,
+            // Converters often omit EOT; llama.cpp then finds it by its text.
+            eot: id("tokenizer.ggml.eot_token_id")?.or_else(|| by_text(&["<|eot_id|>", "<|im_end|>", "<|end|>"])),
+            pad: id("tokenizer.ggml.padding_token_id")?,
+            mask: id("tokenizer.ggml.mask_token_id")?,
+        };
+        let add_bos = gguf.get_bool("tokenizer.ggml.add_bos_token").unwrap_or(false);
+        Ok(Tokenizer { bpe: tk, pieces, types, atomic, special, add_bos, pre })
+    }
+
+    pub fn n_vocab(&self) -> usize {
+        self.pieces.len()
+    }
+
+    /// Text to ids. Control-token texts become their ids only with `parse_special`;
+    /// user-defined tokens always do (as in llama.cpp).
+    pub fn encode(&self, text: &str, opts: EncodeOptions) -> Result<Vec<u32>, TokenizerError> {
+        let mut ids = Vec::new();
+        if opts.add_special && self.add_bos {
+            ids.extend(self.special.bos);
+        }
+        let mut rest = text;
+        while !rest.is_empty() {
+            // Earliest atomic token; at equal positions the longest (the list is longest first).
+            let next = self
+                .atomic
+                .iter()
+                .filter(|(_, _, needs_special)| opts.parse_special || !needs_special)
+                .filter_map(|(t, id, _)| rest.find(t.as_str()).map(|pos| (pos, t.len(), *id)))
+                .min_by_key(|&(pos, len, _)| (pos, std::cmp::Reverse(len)));
+            let (plain, after) = match next {
+                Some((pos, len, id)) => (&rest[..pos], Some((id, &rest[pos + len..]))),
+                None => (rest, None),
+            };
+            if !plain.is_empty() {
+                let enc = self.bpe.encode_fast(plain, false).map_err(|e| TokenizerError::Encode(e.to_string()))?;
+                ids.extend_from_slice(enc.get_ids());
+            }
+            match after {
+                Some((id, tail)) => {
+                    ids.push(id);
+                    rest = tail;
+                }
+                None => break,
+            }
+        }
+        Ok(ids)
+    }
+
+    /// The bytes of one token (its text for control tokens); empty for an unknown id.
+    pub fn piece_bytes(&self, id: u32) -> &[u8] {
+        self.pieces.get(id as usize).map_or(&[], Vec::as_slice)
+    }
+
+    /// One token as text for display (invalid UTF-8 shown as U+FFFD).
+    pub fn piece(&self, id: u32) -> String {
+        String::from_utf8_lossy(self.piece_bytes(id)).into_owned()
+    }
+
+    pub fn token_type(&self, id: u32) -> Option<TokenType> {
+        self.types.get(id as usize).copied()
+    }
+
+    /// Whether the token is a control, unused or unknown token rather than text.
+    pub fn is_special(&self, id: u32) -> bool {
+        matches!(self.token_type(id), Some(TokenType::Control | TokenType::Unused | TokenType::Unknown))
+    }
+
+    /// Ids to bytes; `skip_special` leaves out control, unused and unknown tokens.
+    pub fn decode_bytes(&self, ids: &[u32], skip_special: bool) -> Vec<u8> {
+        let mut out = Vec::new();
+        for &id in ids {
+            if !(skip_special && self.is_special(id)) {
+                out.extend_from_slice(self.piece_bytes(id));
+            }
+        }
+        out
+    }
+
+    /// Ids to text (invalid UTF-8 shown as U+FFFD).
+    pub fn decode(&self, ids: &[u32], skip_special: bool) -> String {
+        String::from_utf8_lossy(&self.decode_bytes(ids, skip_special)).into_owned()
+    }
+}
