@@ -1,6 +1,8 @@
 //! dllm: run diffusion language models (LLaDA, Dream) from GGUF files.
 
 pub mod gguf;
+pub mod model;
+pub mod ops;
 pub mod quant;
 pub mod summary;
 pub mod tokenizer;

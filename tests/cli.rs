@@ -20,11 +20,8 @@ fn inspect_json(path: &str) -> serde_json::Value {
 
 #[test]
 fn inspect_matches_the_reference_facts_for_every_fixture() {
-    // (file, arch, heads, kv heads, layers, hidden, ffn, mask id, pre-tokenizer, quant types)
-    let cases = [
-        ("llada-tiny", "llada", 4, 4, "llama-bpe", 705),
-        ("dream-tiny", "dream", 4, 2, "qwen2", 703),
-    ];
+    // (fixture, architecture, heads, K/V heads, pre-tokenizer, mask id)
+    let cases = [("llada-tiny", "llada", 4, 4, "llama-bpe", 705), ("dream-tiny", "dream", 4, 2, "qwen2", 703)];
     for (name, arch, heads, kv, pre, mask) in cases {
         for variant in ["F32", "Q8_0", "Q6_K", "Q4_K_M"] {
             let path = format!("models/{name}-{variant}.gguf");

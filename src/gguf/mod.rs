@@ -251,8 +251,13 @@ impl GgufFile {
 
     /// The bytes of a tensor, borrowed from the map.
     pub fn tensor_data(&self, t: &TensorInfo) -> &[u8] {
-        // Offsets and sizes were checked against the file length in `parse`.
-        &self.bytes.as_slice()[t.offset as usize..(t.offset + t.n_bytes) as usize]
+        self.data_range(t.offset, t.n_bytes)
+    }
+
+    /// `n_bytes` bytes at absolute `offset`: a tensor's data or part of it. Tensor ranges
+    /// were checked against the file length in `parse`; other ranges panic when outside it.
+    pub fn data_range(&self, offset: u64, n_bytes: u64) -> &[u8] {
+        &self.bytes.as_slice()[offset as usize..(offset + n_bytes) as usize]
     }
 }
 

@@ -1,0 +1,170 @@
+//! The forward pass on the CPU with the reference operations.
+
+use std::sync::Arc;
+
+use super::weights::{MatrixRef, Weights};
+use super::{Forward, ModelConfig, ModelError};
+use crate::gguf::GgufFile;
+use crate::ops::attention::{AttentionScratch, AttentionShape, attention};
+use crate::ops::matmul::{MatmulScratch, grow, matmul};
+use crate::ops::norm::rms_norm;
+use crate::ops::rope::RopeTable;
+use crate::ops::swiglu;
+
+/// Activations and work buffers, sized for the largest canvas seen and then reused.
+#[derive(Default)]
+struct Scratch {
+    x: Vec<f32>,
+    h: Vec<f32>,
+    q: Vec<f32>,
+    k: Vec<f32>,
+    v: Vec<f32>,
+    att: Vec<f32>,
+    gate: Vec<f32>,
+    up: Vec<f32>,
+    rows: Vec<f32>,
+    positions: Vec<usize>,
+    rope: RopeTable,
+    matmul: MatmulScratch,
+    attention: AttentionScratch,
+}
+
+pub struct CpuModel {
+    gguf: Arc<GgufFile>,
+    config: ModelConfig,
+    weights: Weights,
+    scratch: Scratch,
+}
+
+impl CpuModel {
+    pub fn load(gguf: Arc<GgufFile>) -> Result<CpuModel, ModelError> {
+        let config = ModelConfig::from_gguf(&gguf)?;
+        let weights = Weights::locate(&gguf, &config)?;
+        Ok(CpuModel { gguf, config, weights, scratch: Scratch::default() })
+    }
+
+    pub fn gguf(&self) -> &Arc<GgufFile> {
+        &self.gguf
+    }
+
+    fn linear(&mut self, input: Buf, w: MatrixRef, n_rows: usize, output: Buf) {
+        let s = &mut self.scratch;
+        let m = w.view(&self.gguf);
+        let (x, out) = match (input, output) {
+            (Buf::H, Buf::Q) => (&s.h, &mut s.q),
+            (Buf::H, Buf::K) => (&s.h, &mut s.k),
+            (Buf::H, Buf::V) => (&s.h, &mut s.v),
+            (Buf::Att, Buf::H) => (&s.att, &mut s.h),
+            (Buf::H, Buf::Gate) => (&s.h, &mut s.gate),
+            (Buf::H, Buf::Up) => (&s.h, &mut s.up),
+            (Buf::Gate, Buf::H) => (&s.gate, &mut s.h),
+            _ => unreachable!("no other products occur in the block"),
+        };
+        grow(out, n_rows * m.n_out);
+        matmul(&x[..n_rows * m.n_in], n_rows, &m, &mut out[..n_rows * m.n_out], &mut s.matmul);
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Buf {
+    H,
+    Q,
+    K,
+    V,
+    Att,
+    Gate,
+    Up,
+}
+
+fn add_bias(x: &mut [f32], bias: &Option<Vec<f32>>) {
+    if let Some(b) = bias {
+        for row in x.chunks_exact_mut(b.len()) {
+            for (v, bi) in row.iter_mut().zip(b) {
+                *v += bi;
+            }
+        }
+    }
+}
+
+fn add_into(x: &mut [f32], y: &[f32]) {
+    for (a, b) in x.iter_mut().zip(y) {
+        *a += b;
+    }
+}
+
+impl Forward for CpuModel {
+    fn config(&self) -> &ModelConfig {
+        &self.config
+    }
+
+    fn forward(&mut self, tokens: &[u32], rows: &[usize], logits: &mut Vec<f32>) -> Result<(), ModelError> {
+        let c = self.config.clone();
+        let n = tokens.len();
+        if n > c.context_length {
+            return Err(ModelError::CanvasTooLong { len: n, context: c.context_length });
+        }
+        if let Some(&id) = tokens.iter().find(|&&id| id as usize >= c.n_vocab) {
+            return Err(ModelError::TokenOutOfRange { id, n_vocab: c.n_vocab });
+        }
+        if let Some(&row) = rows.iter().find(|&&r| r >= n) {
+            return Err(ModelError::RowOutOfRange { row, len: n });
+        }
+        let d = c.n_embd;
+        let kv = c.n_head_kv * c.head_dim;
+        {
+            let s = &mut self.scratch;
+            grow(&mut s.x, n * d);
+            grow(&mut s.h, n * d.max(c.n_ff));
+            grow(&mut s.att, n * d);
+            s.positions.clear();
+            s.positions.extend(0..n);
+            s.rope.prepare(n, c.rope_dims, c.rope_base);
+            let embd = self.weights.token_embd.view(&self.gguf);
+            for (row, &id) in s.x.chunks_exact_mut(d).zip(tokens) {
+                embd.dequantize_row(id as usize, row).expect("weights validated at load");
+            }
+        }
+        for l in 0..c.n_layer {
+            let layer = &self.weights.layers[l];
+            let (wq, wk, wv, wo, gate, up, down) =
+                (layer.wq, layer.wk, layer.wv, layer.wo, layer.gate, layer.up, layer.down);
+            let s = &mut self.scratch;
+            rms_norm(&s.x[..n * d], &layer.attn_norm, c.rms_eps, &mut s.h[..n * d]);
+            self.linear(Buf::H, wq, n, Buf::Q);
+            self.linear(Buf::H, wk, n, Buf::K);
+            self.linear(Buf::H, wv, n, Buf::V);
+            let layer = &self.weights.layers[l];
+            let s = &mut self.scratch;
+            add_bias(&mut s.q[..n * d], &layer.bq);
+            add_bias(&mut s.k[..n * kv], &layer.bk);
+            add_bias(&mut s.v[..n * kv], &layer.bv);
+            s.rope.apply(&mut s.q[..n * d], &s.positions[..n], c.head_dim, c.rope_style);
+            s.rope.apply(&mut s.k[..n * kv], &s.positions[..n], c.head_dim, c.rope_style);
+            let shape = AttentionShape { n_rows: n, n_head: c.n_head, n_head_kv: c.n_head_kv, head_dim: c.head_dim };
+            attention(&s.q[..n * d], &s.k[..n * kv], &s.v[..n * kv], shape, &mut s.att[..n * d], &mut s.attention);
+            self.linear(Buf::Att, wo, n, Buf::H);
+            let layer = &self.weights.layers[l];
+            let s = &mut self.scratch;
+            add_into(&mut s.x[..n * d], &s.h[..n * d]);
+            rms_norm(&s.x[..n * d], &layer.ffn_norm, c.rms_eps, &mut s.h[..n * d]);
+            self.linear(Buf::H, gate, n, Buf::Gate);
+            self.linear(Buf::H, up, n, Buf::Up);
+            let s = &mut self.scratch;
+            swiglu(&mut s.gate[..n * c.n_ff], &s.up[..n * c.n_ff]);
+            self.linear(Buf::Gate, down, n, Buf::H);
+            let s = &mut self.scratch;
+            add_into(&mut s.x[..n * d], &s.h[..n * d]);
+        }
+        // Final norm and LM head only for the requested rows.
+        let s = &mut self.scratch;
+        let m = rows.len();
+        grow(&mut s.rows, m * d);
+        for (i, &r) in rows.iter().enumerate() {
+            rms_norm(&s.x[r * d..(r + 1) * d], &self.weights.output_norm, c.rms_eps, &mut s.rows[i * d..(i + 1) * d]);
+        }
+        logits.resize(m * c.n_vocab, 0.0);
+        let head = self.weights.output.view(&self.gguf);
+        matmul(&s.rows[..m * d], m, &head, logits, &mut s.matmul);
+        Ok(())
+    }
+}

@@ -1,0 +1,49 @@
+//! The diffusion LM backbone shared by LLaDA and Dream, and the seam (`Forward`) behind which
+//! each backend computes logits for a canvas.
+
+mod config;
+mod cpu;
+mod weights;
+
+pub use config::{Family, ModelConfig, RopeStyle};
+pub use cpu::CpuModel;
+
+use crate::quant::GgmlType;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ModelError {
+    #[error(transparent)]
+    Gguf(#[from] crate::gguf::GgufError),
+    #[error("{file}: architecture '{arch}' is not supported (dllm runs 'llada' and 'dream' GGUFs)")]
+    UnsupportedArchitecture { file: String, arch: String },
+    #[error("{file}: metadata key '{key}' is missing; the file is not a complete model")]
+    MissingKey { file: String, key: String },
+    #[error("{file}: metadata key '{key}' has an unusable value: {value}")]
+    BadValue { file: String, key: String, value: String },
+    #[error("{file}: tensor '{tensor}' is missing; the file is not a complete model")]
+    MissingTensor { file: String, tensor: String },
+    #[error("{file}: tensor '{tensor}' has shape {found:?}, expected {expected:?}")]
+    ShapeMismatch { file: String, tensor: String, expected: Vec<usize>, found: Vec<usize> },
+    #[error(
+        "{file}: tensor '{tensor}' uses type {ty}, which dllm does not support yet; pick a file quantized as Q4_K_M, Q5_K_M, Q6_K, Q8_0 or F16"
+    )]
+    UnsupportedType { file: String, tensor: String, ty: GgmlType },
+    #[error("{file}: tensor '{tensor}': {what}")]
+    BadTensor { file: String, tensor: String, what: String },
+    #[error("token id {id} is outside the model's {n_vocab}-entry vocabulary")]
+    TokenOutOfRange { id: u32, n_vocab: usize },
+    #[error("a canvas of {len} positions is longer than the model's context of {context}")]
+    CanvasTooLong { len: usize, context: usize },
+    #[error("row {row} is outside the {len}-position canvas")]
+    RowOutOfRange { row: usize, len: usize },
+}
+
+/// A backend that computes logits for a canvas. Implementations keep their work buffers
+/// between calls, so a steady-state call allocates nothing.
+pub trait Forward: Send {
+    fn config(&self) -> &ModelConfig;
+
+    /// Raw logits (no Dream shift applied) of the canvas positions `rows`, written to
+    /// `logits` as `[rows.len(), n_vocab]` row-major.
+    fn forward(&mut self, tokens: &[u32], rows: &[usize], logits: &mut Vec<f32>) -> Result<(), ModelError>;
+}

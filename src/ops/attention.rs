@@ -1,0 +1,70 @@
+//! Bidirectional (non-causal) multi-head attention with grouped K/V heads.
+
+use rayon::prelude::*;
+
+use super::matmul::grow;
+
+/// Shapes of one attention call.
+#[derive(Clone, Copy)]
+pub struct AttentionShape {
+    pub n_rows: usize,
+    pub n_head: usize,
+    pub n_head_kv: usize,
+    pub head_dim: usize,
+}
+
+#[derive(Default)]
+pub struct AttentionScratch {
+    /// One row of scores per head.
+    scores: Vec<f32>,
+    /// Output in head-major order, `[n_head, n_rows, head_dim]`.
+    out_h: Vec<f32>,
+}
+
+/// `out = softmax(q k^T / sqrt(d)) v` per head, every query attending to every key. `q` and
+/// `out` are `[n_rows, n_head * head_dim]`; `k` and `v` are `[n_rows, n_head_kv * head_dim]`;
+/// query head h reads K/V head `h / (n_head / n_head_kv)`.
+pub fn attention(q: &[f32], k: &[f32], v: &[f32], s: AttentionShape, out: &mut [f32], scratch: &mut AttentionScratch) {
+    let AttentionShape { n_rows, n_head, n_head_kv, head_dim: hd } = s;
+    let group = n_head / n_head_kv;
+    let (q_stride, kv_stride) = (n_head * hd, n_head_kv * hd);
+    let scale = 1.0 / (hd as f32).sqrt();
+    grow(&mut scratch.scores, n_head * n_rows);
+    grow(&mut scratch.out_h, n_head * n_rows * hd);
+    scratch.scores[..n_head * n_rows]
+        .par_chunks_mut(n_rows)
+        .zip(scratch.out_h[..n_head * n_rows * hd].par_chunks_mut(n_rows * hd))
+        .enumerate()
+        .for_each(|(h, (scores, out_h))| {
+            let kvh = h / group;
+            for i in 0..n_rows {
+                let qi = &q[i * q_stride + h * hd..i * q_stride + (h + 1) * hd];
+                let mut max = f32::NEG_INFINITY;
+                for (j, sc) in scores.iter_mut().enumerate() {
+                    let kj = &k[j * kv_stride + kvh * hd..j * kv_stride + (kvh + 1) * hd];
+                    *sc = super::matmul::dot(qi, kj) * scale;
+                    max = max.max(*sc);
+                }
+                let mut sum = 0.0;
+                for sc in scores.iter_mut() {
+                    *sc = (*sc - max).exp();
+                    sum += *sc;
+                }
+                let oi = &mut out_h[i * hd..(i + 1) * hd];
+                oi.fill(0.0);
+                for (j, sc) in scores.iter().enumerate() {
+                    let p = sc / sum;
+                    let vj = &v[j * kv_stride + kvh * hd..j * kv_stride + (kvh + 1) * hd];
+                    for (o, x) in oi.iter_mut().zip(vj) {
+                        *o += p * x;
+                    }
+                }
+            }
+        });
+    for h in 0..n_head {
+        for i in 0..n_rows {
+            out[i * q_stride + h * hd..i * q_stride + (h + 1) * hd]
+                .copy_from_slice(&scratch.out_h[(h * n_rows + i) * hd..(h * n_rows + i + 1) * hd]);
+        }
+    }
+}

@@ -1,0 +1,178 @@
+//! Reference matrix multiplication against quantized weights, computed the way ggml does so
+//! that quantized models agree with llama.cpp: for Q8_0, Q4_K, Q5_K and Q6_K weights the
+//! activations are quantized to 8 bits once per product and each output is an integer block dot
+//! product (`quant::vec_dot`); other types are dequantized to f32 a tile of rows at a time.
+//! This is the oracle that the int8 SIMD kernels are tested against.
+
+use std::sync::Mutex;
+
+use rayon::prelude::*;
+
+use crate::quant::q8::{BlockQ8_0, BlockQ8K, quantize_q8_0, quantize_q8_k};
+use crate::quant::{DequantError, GgmlType, dequantize, vec_dot};
+
+/// Weight rows dequantized together; a tile is reused against every activation row.
+const TILE: usize = 8;
+
+/// A weight matrix as stored in GGUF: `n_out` rows of `n_in` values of type `ty`.
+#[derive(Clone, Copy)]
+pub struct Matrix<'a> {
+    pub ty: GgmlType,
+    pub n_in: usize,
+    pub n_out: usize,
+    pub data: &'a [u8],
+}
+
+impl Matrix<'_> {
+    pub fn row_bytes(&self) -> usize {
+        self.n_in / self.ty.block_size() * self.ty.type_size()
+    }
+
+    /// Dequantizes weight row `r` into `out` (length `n_in`).
+    pub fn dequantize_row(&self, r: usize, out: &mut [f32]) -> Result<(), DequantError> {
+        let rb = self.row_bytes();
+        dequantize(self.ty, &self.data[r * rb..(r + 1) * rb], out)
+    }
+}
+
+/// Buffers reused across calls so that a forward pass allocates nothing.
+#[derive(Default)]
+pub struct MatmulScratch {
+    /// Output in feature-major order, transposed into place at the end.
+    out_t: Vec<f32>,
+    /// One dequantization tile per worker thread.
+    tiles: Vec<Mutex<Vec<f32>>>,
+    /// Activations quantized for the integer dot products.
+    q8k: Vec<BlockQ8K>,
+    q8_0: Vec<BlockQ8_0>,
+}
+
+/// `out[r][o] = sum_i x[r][i] * w[o][i]` for `n_rows` rows; `x` is `[n_rows, n_in]`, `out` is
+/// `[n_rows, n_out]`, both row-major.
+pub fn matmul(x: &[f32], n_rows: usize, w: &Matrix, out: &mut [f32], scratch: &mut MatmulScratch) {
+    let (n_in, n_out) = (w.n_in, w.n_out);
+    debug_assert_eq!(x.len(), n_rows * n_in);
+    debug_assert_eq!(out.len(), n_rows * n_out);
+    grow(&mut scratch.out_t, n_rows * n_out);
+    match w.ty {
+        GgmlType::Q4_K | GgmlType::Q5_K | GgmlType::Q6_K => {
+            let nb = n_in / 256;
+            if scratch.q8k.len() < n_rows * nb {
+                scratch.q8k.resize(n_rows * nb, BlockQ8K::default());
+            }
+            let acts = &mut scratch.q8k[..n_rows * nb];
+            acts.par_chunks_mut(nb).zip(x.par_chunks(n_in)).for_each(|(a, xr)| quantize_q8_k(xr, a));
+            let dot = match w.ty {
+                GgmlType::Q4_K => vec_dot::dot_q4_k,
+                GgmlType::Q5_K => vec_dot::dot_q5_k,
+                _ => vec_dot::dot_q6_k,
+            };
+            integer_products(w, n_rows, &scratch.q8k[..n_rows * nb], nb, dot, &mut scratch.out_t);
+        }
+        GgmlType::Q8_0 => {
+            let nb = n_in / 32;
+            if scratch.q8_0.len() < n_rows * nb {
+                scratch.q8_0.resize(n_rows * nb, BlockQ8_0::default());
+            }
+            let acts = &mut scratch.q8_0[..n_rows * nb];
+            acts.par_chunks_mut(nb).zip(x.par_chunks(n_in)).for_each(|(a, xr)| quantize_q8_0(xr, a));
+            integer_products(w, n_rows, &scratch.q8_0[..n_rows * nb], nb, vec_dot::dot_q8_0, &mut scratch.out_t);
+        }
+        _ => dequantized_products(x, n_rows, w, scratch),
+    }
+    for o in 0..n_out {
+        for r in 0..n_rows {
+            out[r * n_out + o] = scratch.out_t[o * n_rows + r];
+        }
+    }
+}
+
+/// `out_t[o][r] = dot(w[o], acts[r])` over quantized activations (`nb` blocks per row).
+fn integer_products<A: Sync>(
+    w: &Matrix,
+    n_rows: usize,
+    acts: &[A],
+    nb: usize,
+    dot: fn(&[u8], &[A]) -> f32,
+    out_t: &mut [f32],
+) {
+    let rb = w.row_bytes();
+    out_t[..n_rows * w.n_out].par_chunks_mut(TILE * n_rows).enumerate().for_each(|(t, out_t)| {
+        for (j, out_row) in out_t.chunks_exact_mut(n_rows).enumerate() {
+            let o = t * TILE + j;
+            let wrow = &w.data[o * rb..(o + 1) * rb];
+            for (r, out) in out_row.iter_mut().enumerate() {
+                *out = dot(wrow, &acts[r * nb..(r + 1) * nb]);
+            }
+        }
+    });
+}
+
+/// `out_t[o][r] = dot(w[o], x[r])` in f32 over weight rows dequantized a tile at a time.
+fn dequantized_products(x: &[f32], n_rows: usize, w: &Matrix, scratch: &mut MatmulScratch) {
+    let (n_in, n_out) = (w.n_in, w.n_out);
+    let threads = rayon::current_num_threads();
+    if scratch.tiles.len() < threads {
+        scratch.tiles.resize_with(threads, Default::default);
+    }
+    let tiles = &scratch.tiles;
+    scratch.out_t[..n_rows * n_out].par_chunks_mut(TILE * n_rows).enumerate().for_each(|(t, out_t)| {
+        let first = t * TILE;
+        let n = out_t.len() / n_rows;
+        let slot = rayon::current_thread_index().unwrap_or(0) % tiles.len();
+        let mut tile = tiles[slot].lock().unwrap_or_else(|e| e.into_inner());
+        grow(&mut tile, TILE * n_in);
+        for j in 0..n {
+            // The loader checked every weight's type and size, so this cannot fail.
+            w.dequantize_row(first + j, &mut tile[j * n_in..(j + 1) * n_in]).expect("weights validated at load");
+        }
+        for r in 0..n_rows {
+            let xr = &x[r * n_in..(r + 1) * n_in];
+            for j in 0..n {
+                out_t[j * n_rows + r] = dot(xr, &tile[j * n_in..(j + 1) * n_in]);
+            }
+        }
+    });
+}
+
+/// Dot product with eight independent partial sums (vectorizable, and a fixed summation order).
+pub fn dot(a: &[f32], b: &[f32]) -> f32 {
+    let mut acc = [0f32; 8];
+    let (ca, cb) = (a.chunks_exact(8), b.chunks_exact(8));
+    let tail: f32 = ca.remainder().iter().zip(cb.remainder()).map(|(x, y)| x * y).sum();
+    for (x, y) in ca.zip(cb) {
+        for k in 0..8 {
+            acc[k] += x[k] * y[k];
+        }
+    }
+    acc.iter().sum::<f32>() + tail
+}
+
+/// Grows `v` to at least `n` elements (never shrinks, so steady state allocates nothing).
+pub fn grow(v: &mut Vec<f32>, n: usize) {
+    if v.len() < n {
+        v.resize(n, 0.0);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn matches_naive_product_on_f32_weights() {
+        let (n_rows, n_in, n_out) = (3, 16, 11);
+        let x: Vec<f32> = (0..n_rows * n_in).map(|i| (i as f32 * 0.37).sin()).collect();
+        let wv: Vec<f32> = (0..n_out * n_in).map(|i| (i as f32 * 0.11).cos()).collect();
+        let bytes: Vec<u8> = wv.iter().flat_map(|v| v.to_le_bytes()).collect();
+        let w = Matrix { ty: GgmlType::F32, n_in, n_out, data: &bytes };
+        let mut out = vec![0.0; n_rows * n_out];
+        matmul(&x, n_rows, &w, &mut out, &mut MatmulScratch::default());
+        for r in 0..n_rows {
+            for o in 0..n_out {
+                let naive: f64 = (0..n_in).map(|i| x[r * n_in + i] as f64 * wv[o * n_in + i] as f64).sum();
+                assert!((out[r * n_out + o] as f64 - naive).abs() < 1e-5);
+            }
+        }
+    }
+}

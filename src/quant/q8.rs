@@ -1,0 +1,89 @@
+//! Activation quantization to 8 bits, as ggml does before its integer dot products: Q8_K
+//! (256 values, f32 scale, 16-value sums) for the K-quants and Q8_0 (32 values, f16 scale) for
+//! Q8_0 weights. Matching ggml here is what makes our quantized logits agree with llama.cpp's.
+
+use super::blocks::{QK, QK_K};
+
+/// ggml's `block_q8_K`.
+#[derive(Clone, Copy)]
+pub struct BlockQ8K {
+    pub d: f32,
+    pub qs: [i8; QK_K],
+    /// Sums of each 16 consecutive `qs`.
+    pub bsums: [i16; QK_K / 16],
+}
+
+impl Default for BlockQ8K {
+    fn default() -> Self {
+        BlockQ8K { d: 0.0, qs: [0; QK_K], bsums: [0; QK_K / 16] }
+    }
+}
+
+/// ggml's `block_q8_0`, with its f16 scale already widened.
+#[derive(Clone, Copy, Default)]
+pub struct BlockQ8_0 {
+    pub d: f32,
+    pub qs: [i8; QK],
+}
+
+/// ggml's `nearest_int`: round half to even, valid for |x| < 2^22.
+#[inline]
+fn nearest_int(x: f32) -> i32 {
+    x.round_ties_even() as i32
+}
+
+/// `quantize_row_q8_K_ref`: the scale maps the value of largest magnitude to -127.
+pub fn quantize_q8_k(x: &[f32], out: &mut [BlockQ8K]) {
+    for (xb, y) in x.chunks_exact(QK_K).zip(out.iter_mut()) {
+        let (mut max, mut amax) = (0f32, 0f32);
+        for &v in xb {
+            if v.abs() > amax {
+                amax = v.abs();
+                max = v;
+            }
+        }
+        if amax == 0.0 {
+            *y = BlockQ8K::default();
+            continue;
+        }
+        let iscale = -127.0 / max;
+        for (q, &v) in y.qs.iter_mut().zip(xb) {
+            *q = nearest_int(iscale * v).min(127) as i8;
+        }
+        for (s, group) in y.bsums.iter_mut().zip(y.qs.chunks_exact(16)) {
+            *s = group.iter().map(|&q| q as i16).sum();
+        }
+        y.d = 1.0 / iscale;
+    }
+}
+
+/// ggml's x86 `quantize_row_q8_0` (the AVX form: scale 127/amax, round half to even).
+pub fn quantize_q8_0(x: &[f32], out: &mut [BlockQ8_0]) {
+    for (xb, y) in x.chunks_exact(QK).zip(out.iter_mut()) {
+        let amax = xb.iter().fold(0f32, |m, v| m.max(v.abs()));
+        let d = amax / 127.0;
+        let id = if amax != 0.0 { 127.0 / amax } else { 0.0 };
+        y.d = half::f16::from_f32(d).to_f32();
+        for (q, &v) in y.qs.iter_mut().zip(xb) {
+            *q = (v * id).round_ties_even() as i8;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn q8_k_round_trips_within_half_a_step() {
+        let x: Vec<f32> = (0..512).map(|i| ((i * 37 % 101) as f32 - 50.0) * 0.013).collect();
+        let mut q = vec![BlockQ8K::default(); 2];
+        quantize_q8_k(&x, &mut q);
+        for (b, xb) in q.iter().zip(x.chunks_exact(QK_K)) {
+            for (qi, v) in b.qs.iter().zip(xb) {
+                assert!((*qi as f32 * b.d - v).abs() <= b.d.abs() * 0.5 + 1e-6);
+            }
+            assert_eq!(b.bsums[3], b.qs[48..64].iter().map(|&v| v as i16).sum::<i16>());
+        }
+    }
+}

@@ -1,0 +1,22 @@
+//! Helpers shared by the integration tests: fixture paths and raw little-endian arrays.
+#![allow(dead_code)] // each test binary uses a different subset
+
+pub fn data(path: &str) -> String {
+    format!("{}/tests/data/{path}", env!("CARGO_MANIFEST_DIR"))
+}
+
+pub fn read_f32(path: &str) -> Vec<f32> {
+    std::fs::read(data(path)).unwrap().chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect()
+}
+
+pub fn read_i32(path: &str) -> Vec<u32> {
+    std::fs::read(data(path))
+        .unwrap()
+        .chunks_exact(4)
+        .map(|c| i32::from_le_bytes(c.try_into().unwrap()) as u32)
+        .collect()
+}
+
+pub fn manifest() -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(data("manifest.json")).unwrap()).unwrap()
+}
