@@ -4,5 +4,6 @@ pub mod gguf;
 pub mod model;
 pub mod ops;
 pub mod quant;
+pub mod sampler;
 pub mod summary;
 pub mod tokenizer;

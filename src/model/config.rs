@@ -77,15 +77,15 @@ impl ModelConfig {
         let n_head = int("attention.head_count")?;
         let n_head_kv = int("attention.head_count_kv").unwrap_or(n_head);
         let bad = |key: &str, value: String| ModelError::BadValue { file: file.clone(), key: key.into(), value };
-        if n_embd % n_head != 0 {
+        if !n_embd.is_multiple_of(n_head) {
             return Err(bad("attention.head_count", format!("{n_head} does not divide embedding_length {n_embd}")));
         }
-        if n_head % n_head_kv != 0 {
+        if !n_head.is_multiple_of(n_head_kv) {
             return Err(bad("attention.head_count_kv", format!("{n_head_kv} does not divide head_count {n_head}")));
         }
         let head_dim = n_embd / n_head;
         let rope_dims = int("rope.dimension_count").unwrap_or(head_dim);
-        if rope_dims > head_dim || rope_dims % 2 != 0 {
+        if rope_dims > head_dim || !rope_dims.is_multiple_of(2) {
             return Err(bad("rope.dimension_count", format!("{rope_dims} (head size {head_dim})")));
         }
         // The vocabulary is the embedding matrix's height: real checkpoints pad it beyond the

@@ -1,0 +1,127 @@
+//! Dream's sampler, after `diffusion_generate()` / `_sample()` in Dream's generation_utils.py:
+//! timesteps linspace(1, eps, steps + 1); at step i (t = ts[i], s = ts[i+1]) a fraction
+//! 1 - s/t of the masked positions is committed (all that remain at the last step). Logits
+//! are shifted: position j reads the model's row j-1 (row 0 for position 0).
+
+use super::rows::{argmax, categorical, margin, neg_entropy, softmax_in_place, top_k_filter, top_p_filter};
+use super::{Denoiser, DreamAlg, SamplerError, top_k_by_confidence};
+
+/// torch.linspace(start, end, n) in f32, as PyTorch's CPU kernel evaluates it: the first half
+/// counts up from `start`, the second half down from `end`.
+pub fn linspace(start: f32, end: f32, n: usize) -> Vec<f32> {
+    if n == 1 {
+        return vec![start];
+    }
+    let step = (end - start) / (n - 1) as f32;
+    let half = n / 2;
+    (0..n).map(|i| if i < half { start + step * i as f32 } else { end - step * (n - i - 1) as f32 }).collect()
+}
+
+pub(super) fn run(d: &mut Denoiser) -> Result<(), SamplerError> {
+    let p = d.params;
+    let ts = linspace(1.0, p.eps, p.steps + 1);
+    let n_vocab = d.n_vocab();
+    let shift = d.model.config().shift_logits;
+    let mut row = vec![0f32; n_vocab];
+    let mut scratch = (Vec::new(), Vec::new());
+    for i in 0..p.steps {
+        d.begin_step();
+        let (t, s) = (ts[i], ts[i + 1]);
+        let last = i == p.steps - 1;
+        let masked: Vec<usize> = (0..d.canvas.len()).filter(|&j| d.canvas[j] == d.special.mask).collect();
+        let mut committed = Vec::new();
+        if !masked.is_empty() {
+            // Origin decides which positions to reveal before sampling them.
+            let positions: Vec<usize> = if p.alg == DreamAlg::Origin {
+                let p_transfer = if last { 1.0 } else { 1.0 - s / t };
+                masked.iter().copied().filter(|_| (d.uniform() as f32) < p_transfer).collect()
+            } else {
+                masked.clone()
+            };
+            if !positions.is_empty() {
+                let rows: Vec<usize> = positions.iter().map(|&j| if shift { j.saturating_sub(1) } else { j }).collect();
+                d.forward(&rows)?;
+                let mut candidates = Vec::with_capacity(positions.len());
+                for (r, &pos) in positions.iter().enumerate() {
+                    row.copy_from_slice(&d.logits[r * n_vocab..(r + 1) * n_vocab]);
+                    let (confidence, x0) = sample_token(d, &mut row, &mut scratch);
+                    candidates.push((pos, x0 as u32, confidence));
+                }
+                committed = if p.alg == DreamAlg::Origin {
+                    candidates
+                } else {
+                    let n = masked.len();
+                    let k = if last { n } else { (n as f32 * (1.0 - s / t)) as usize };
+                    choose_positions(d, candidates, k)
+                };
+            }
+        }
+        if !d.end_step(&committed) {
+            return Ok(());
+        }
+    }
+    Ok(())
+}
+
+/// `sample_tokens`: temperature, top-p, top-k, softmax; then the token (argmax at temperature
+/// 0, else a draw) and the alg's confidence. `logits` is consumed as scratch.
+fn sample_token(d: &mut Denoiser, logits: &mut [f32], scratch: &mut (Vec<u32>, Vec<f32>)) -> (f32, usize) {
+    let p = d.params;
+    if p.temperature > 0.0 {
+        for v in logits.iter_mut() {
+            *v /= p.temperature;
+        }
+    }
+    if let Some(top_p) = p.top_p
+        && top_p < 1.0
+    {
+        top_p_filter(logits, top_p, &mut scratch.0);
+    }
+    if let Some(k) = p.top_k {
+        top_k_filter(logits, k, &mut scratch.1);
+    }
+    softmax_in_place(logits);
+    let probs = logits;
+    let x0 = if p.temperature > 0.0 { categorical(probs, d.uniform()) } else { argmax(probs) };
+    let confidence = match p.alg {
+        DreamAlg::TopkMargin => margin(probs),
+        DreamAlg::Entropy => neg_entropy(probs),
+        DreamAlg::Origin | DreamAlg::MaskgitPlus => probs[x0],
+    };
+    (confidence, x0)
+}
+
+/// The `k` positions to commit: the most confident (alg_temp 0), or drawn without replacement
+/// with probabilities softmax(confidence / alg_temp).
+fn choose_positions(d: &mut Denoiser, candidates: Vec<(usize, u32, f32)>, k: usize) -> Vec<(usize, u32, f32)> {
+    if k == 0 {
+        return Vec::new();
+    }
+    let alg_temp = d.params.alg_temp;
+    if alg_temp == 0.0 {
+        return top_k_by_confidence(candidates, k);
+    }
+    let mut weights: Vec<f32> = candidates.iter().map(|c| c.2 / alg_temp).collect();
+    softmax_in_place(&mut weights);
+    let mut chosen = Vec::with_capacity(k);
+    for _ in 0..k.min(candidates.len()) {
+        let i = categorical(&weights, d.uniform());
+        weights[i] = 0.0;
+        chosen.push(candidates[i]);
+    }
+    chosen
+}
+
+#[cfg(test)]
+mod tests {
+    use super::linspace;
+
+    #[test]
+    fn linspace_ends_exactly() {
+        let ts = linspace(1.0, 1e-3, 17);
+        assert_eq!(ts.len(), 17);
+        assert_eq!(ts[0], 1.0);
+        assert_eq!(ts[16], 1e-3);
+        assert!(ts.windows(2).all(|w| w[0] > w[1]));
+    }
+}

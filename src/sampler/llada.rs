@@ -1,0 +1,89 @@
+//! LLaDA's sampler, after `generate()` in ML-GSAI/LLaDA generate.py: the answer is split into
+//! blocks filled left to right; each block gets steps/num_blocks steps, and step i of a block
+//! commits `base (+1 for the first masks % steps steps)` of its masked positions, those of
+//! highest confidence.
+
+use super::rows::{argmax, softmax_prob};
+use super::{Denoiser, Remasking, SamplerError, top_k_by_confidence};
+
+pub(super) fn run(d: &mut Denoiser) -> Result<(), SamplerError> {
+    let p = d.params;
+    let n_blocks = p.gen_length / p.block_length;
+    let steps_per_block = p.steps / n_blocks;
+    let n_vocab = d.n_vocab();
+    let mut uncond_logits = Vec::new();
+    let mut row = vec![0f32; n_vocab];
+    for b in 0..n_blocks {
+        let start = d.prompt_len + b * p.block_length;
+        let end = start + p.block_length;
+        let n_masked = d.canvas[start..end].iter().filter(|&&t| t == d.special.mask).count();
+        let (base, extra) = (n_masked / steps_per_block, n_masked % steps_per_block);
+        for i in 0..steps_per_block {
+            d.begin_step();
+            let k = base + usize::from(i < extra);
+            // Only masked positions of the current block can be chosen (all others have
+            // confidence -inf in the official code), so only their logits are computed.
+            let rows: Vec<usize> = (start..end).filter(|&j| d.canvas[j] == d.special.mask).collect();
+            let mut committed = Vec::new();
+            if k > 0 && !rows.is_empty() {
+                d.forward(&rows)?;
+                if p.cfg_scale > 0.0 {
+                    // The unconditional canvas: the prompt masked out.
+                    let mut uncond = d.canvas.clone();
+                    uncond[..d.prompt_len].fill(d.special.mask);
+                    d.forward_into(&uncond, &rows, &mut uncond_logits)?;
+                    for (c, u) in d.logits.iter_mut().zip(&uncond_logits) {
+                        *c = u + (p.cfg_scale + 1.0) * (*c - u);
+                    }
+                }
+                let mut candidates = Vec::with_capacity(rows.len());
+                for (r, &pos) in rows.iter().enumerate() {
+                    row.copy_from_slice(&d.logits[r * n_vocab..(r + 1) * n_vocab]);
+                    candidates.push(choose(d, &mut row, pos));
+                }
+                committed = top_k_by_confidence(candidates, k);
+            }
+            if !d.end_step(&committed) {
+                return Ok(());
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The token and confidence for one masked position, from its logits.
+fn choose(d: &mut Denoiser, logits: &mut [f32], pos: usize) -> (usize, u32, f32) {
+    let p = d.params;
+    if p.logits_eos_inf
+        && let Some(eos) = d.special.eos
+    {
+        logits[eos as usize] = f32::NEG_INFINITY;
+    }
+    let x0 = if p.temperature == 0.0 {
+        argmax(logits)
+    } else {
+        // add_gumbel_noise: exp(logits) / (-ln u)^temperature, in f64.
+        let t = p.temperature as f64;
+        let mut best = (0, f64::NEG_INFINITY);
+        for (i, &l) in logits.iter().enumerate() {
+            let noise = (-d.uniform().ln()).powf(t);
+            let v = (l as f64).exp() / noise;
+            if v > best.1 {
+                best = (i, v);
+            }
+        }
+        best.0
+    };
+    // The official line `logits_with_noise[:, :, EOS] = logits[:, :, EOT] = -inf` runs after
+    // x0 is chosen; of its two writes only the one to `logits` (EOT) reaches the confidence.
+    if p.confidence_eos_eot_inf
+        && let Some(eot) = d.special.eot
+    {
+        logits[eot as usize] = f32::NEG_INFINITY;
+    }
+    let confidence = match p.remasking {
+        Remasking::LowConfidence => softmax_prob(logits, x0),
+        Remasking::Random => d.uniform() as f32,
+    };
+    (pos, x0 as u32, confidence)
+}

@@ -1,0 +1,228 @@
+//! The denoising loops: LLaDA's `generate()` and Dream's `diffusion_generate()`, ported step
+//! for step from the official code, over any backend that implements `model::Forward`.
+
+mod dream;
+mod llada;
+mod params;
+pub mod rows;
+
+use std::time::Instant;
+
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+
+use crate::model::{Family, Forward, ModelError};
+pub use params::{DreamAlg, GenerateParams, Remasking};
+
+/// The token ids the samplers treat specially.
+#[derive(Debug, Clone, Copy)]
+pub struct SpecialTokens {
+    pub mask: u32,
+    /// End of sequence (LLaDA `<|endoftext|>`, Dream `<|endoftext|>`).
+    pub eos: Option<u32>,
+    /// End of turn (LLaDA `<|eot_id|>`, Dream `<|im_end|>`).
+    pub eot: Option<u32>,
+}
+
+impl SpecialTokens {
+    fn is_end(&self, id: u32) -> bool {
+        Some(id) == self.eos || Some(id) == self.eot
+    }
+}
+
+/// What one denoising step did, reported as soon as it is done.
+#[derive(Debug, Clone)]
+pub struct StepInfo<'a> {
+    /// 0-based step index.
+    pub index: usize,
+    /// The whole canvas (prompt and answer) after this step.
+    pub canvas: &'a [u32],
+    /// Positions committed in this step, with the confidence that chose them.
+    pub committed: &'a [(usize, f32)],
+    pub forward_ms: f64,
+    pub sample_ms: f64,
+    /// Model forward passes this step ran (0 when it had nothing to commit, 2 with CFG).
+    pub forwards: usize,
+}
+
+/// The outcome of a generation.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Generated {
+    pub canvas: Vec<u32>,
+    pub prompt_len: usize,
+    /// Steps run (fewer than asked when stopped early or cancelled).
+    pub steps: usize,
+    pub stopped_early: bool,
+    pub cancelled: bool,
+}
+
+impl Generated {
+    pub fn answer(&self) -> &[u32] {
+        &self.canvas[self.prompt_len..]
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SamplerError {
+    #[error("invalid settings: {0}")]
+    Invalid(String),
+    #[error(transparent)]
+    Model(#[from] ModelError),
+}
+
+/// The answer as people read it: up to the first end-of-text token, special tokens left out.
+pub fn answer_ids<'a>(answer: &'a [u32], special: &SpecialTokens) -> &'a [u32] {
+    let end = answer.iter().position(|&id| special.is_end(id)).unwrap_or(answer.len());
+    &answer[..end]
+}
+
+/// Whether no later step can change the answer as read: every position before the first
+/// end-of-text token is committed (committed tokens never change).
+fn answer_is_final(answer: &[u32], special: &SpecialTokens) -> bool {
+    for &id in answer {
+        if id == special.mask {
+            return false;
+        }
+        if special.is_end(id) {
+            return true;
+        }
+    }
+    true
+}
+
+/// Runs the family's official sampler. `on_step` sees every step and returns false to cancel.
+pub fn generate(
+    model: &mut dyn Forward,
+    prompt: &[u32],
+    params: &GenerateParams,
+    special: SpecialTokens,
+    on_step: &mut dyn FnMut(&StepInfo) -> bool,
+) -> Result<Generated, SamplerError> {
+    let config = model.config().clone();
+    params.validate(config.family, prompt.len(), config.context_length).map_err(SamplerError::Invalid)?;
+    if prompt.is_empty() {
+        return Err(SamplerError::Invalid("the prompt is empty".into()));
+    }
+    let mut canvas = prompt.to_vec();
+    canvas.resize(prompt.len() + params.gen_length, special.mask);
+    let mut d = Denoiser {
+        model,
+        params,
+        special,
+        canvas,
+        prompt_len: prompt.len(),
+        logits: Vec::new(),
+        rng: ChaCha8Rng::seed_from_u64(params.seed),
+        on_step,
+        steps_run: 0,
+        forward_ms: 0.0,
+        forwards: 0,
+        step_start: Instant::now(),
+        stop: None,
+    };
+    match config.family {
+        Family::Llada => llada::run(&mut d)?,
+        Family::Dream => dream::run(&mut d)?,
+    }
+    Ok(Generated {
+        steps: d.steps_run,
+        stopped_early: d.stop == Some(Stop::Early),
+        cancelled: d.stop == Some(Stop::Cancelled),
+        canvas: d.canvas,
+        prompt_len: d.prompt_len,
+    })
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Stop {
+    Early,
+    Cancelled,
+}
+
+/// State shared by both samplers' loops.
+struct Denoiser<'a> {
+    model: &'a mut dyn Forward,
+    params: &'a GenerateParams,
+    special: SpecialTokens,
+    canvas: Vec<u32>,
+    prompt_len: usize,
+    logits: Vec<f32>,
+    rng: ChaCha8Rng,
+    on_step: &'a mut dyn FnMut(&StepInfo) -> bool,
+    steps_run: usize,
+    forward_ms: f64,
+    forwards: usize,
+    step_start: Instant,
+    stop: Option<Stop>,
+}
+
+impl Denoiser<'_> {
+    fn n_vocab(&self) -> usize {
+        self.model.config().n_vocab
+    }
+
+    fn begin_step(&mut self) {
+        self.step_start = Instant::now();
+        self.forward_ms = 0.0;
+        self.forwards = 0;
+    }
+
+    /// Logits of `rows` of `canvas` into `out`, timed as forward work.
+    fn forward_into(&mut self, canvas: &[u32], rows: &[usize], out: &mut Vec<f32>) -> Result<(), ModelError> {
+        let t = Instant::now();
+        self.model.forward(canvas, rows, out)?;
+        self.forward_ms += t.elapsed().as_secs_f64() * 1e3;
+        self.forwards += 1;
+        Ok(())
+    }
+
+    /// Logits of `rows` of the current canvas into `self.logits`.
+    fn forward(&mut self, rows: &[usize]) -> Result<(), ModelError> {
+        let canvas = std::mem::take(&mut self.canvas);
+        let mut logits = std::mem::take(&mut self.logits);
+        let r = self.forward_into(&canvas, rows, &mut logits);
+        self.canvas = canvas;
+        self.logits = logits;
+        r
+    }
+
+    /// Commits `committed` tokens, reports the step, and decides whether to go on.
+    fn end_step(&mut self, committed: &[(usize, u32, f32)]) -> bool {
+        for &(pos, id, _) in committed {
+            self.canvas[pos] = id;
+        }
+        let total_ms = self.step_start.elapsed().as_secs_f64() * 1e3;
+        let report: Vec<(usize, f32)> = committed.iter().map(|&(p, _, c)| (p, c)).collect();
+        let info = StepInfo {
+            index: self.steps_run,
+            canvas: &self.canvas,
+            committed: &report,
+            forward_ms: self.forward_ms,
+            sample_ms: (total_ms - self.forward_ms).max(0.0),
+            forwards: self.forwards,
+        };
+        self.steps_run += 1;
+        if !(self.on_step)(&info) {
+            self.stop = Some(Stop::Cancelled);
+            return false;
+        }
+        let steps_remain = self.steps_run < self.params.steps;
+        if self.params.early_stop && steps_remain && answer_is_final(&self.canvas[self.prompt_len..], &self.special) {
+            self.stop = Some(Stop::Early);
+            return false;
+        }
+        true
+    }
+
+    fn uniform(&mut self) -> f64 {
+        rand::Rng::random::<f64>(&mut self.rng)
+    }
+}
+
+/// The `k` candidates of highest confidence, ties broken by position (torch.topk on the
+/// canvas order). Candidates are (position, token, confidence).
+fn top_k_by_confidence(mut candidates: Vec<(usize, u32, f32)>, k: usize) -> Vec<(usize, u32, f32)> {
+    candidates.sort_by(|a, b| b.2.total_cmp(&a.2).then(a.0.cmp(&b.0)));
+    candidates.truncate(k);
+    candidates
+}

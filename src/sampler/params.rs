@@ -1,0 +1,184 @@
+//! Generation settings: one flat set shared by both samplers, with each model family's
+//! official defaults, and the checks that run before a generation starts.
+
+use serde::{Deserialize, Serialize};
+
+use crate::model::Family;
+
+/// LLaDA's remasking strategy: which masked positions to commit at each step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Remasking {
+    /// The positions whose predicted token has the highest probability.
+    LowConfidence,
+    /// Random positions.
+    Random,
+}
+
+/// Dream's confidence measure (`alg` in diffusion_generate).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DreamAlg {
+    /// Each masked position is revealed with probability 1 - s/t, independently.
+    Origin,
+    /// Highest probability of the sampled token.
+    MaskgitPlus,
+    /// Largest gap between the two most likely tokens.
+    TopkMargin,
+    /// Lowest entropy of the predicted distribution.
+    Entropy,
+}
+
+impl std::str::FromStr for Remasking {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "low_confidence" => Ok(Remasking::LowConfidence),
+            "random" => Ok(Remasking::Random),
+            _ => Err(format!("unknown remasking '{s}' (choose low_confidence or random)")),
+        }
+    }
+}
+
+impl std::str::FromStr for DreamAlg {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "origin" => Ok(DreamAlg::Origin),
+            "maskgit_plus" => Ok(DreamAlg::MaskgitPlus),
+            "topk_margin" => Ok(DreamAlg::TopkMargin),
+            "entropy" => Ok(DreamAlg::Entropy),
+            _ => Err(format!("unknown alg '{s}' (choose origin, maskgit_plus, topk_margin or entropy)")),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct GenerateParams {
+    /// Number of positions to generate (masks appended to the prompt).
+    pub gen_length: usize,
+    /// Denoising steps in total (LLaDA: across all blocks).
+    pub steps: usize,
+    /// LLaDA: the answer is generated in blocks of this many positions, left to right.
+    pub block_length: usize,
+    /// 0 = greedy; above 0, sampled (LLaDA: Gumbel noise; Dream: categorical sampling).
+    pub temperature: f32,
+    /// Seed of every random choice, so a run with temperature above 0 can be repeated.
+    pub seed: u64,
+    /// Stop once end-of-text follows a fully committed answer (same text, fewer steps).
+    pub early_stop: bool,
+    pub remasking: Remasking,
+    /// LLaDA classifier-free guidance; 0 = off.
+    pub cfg_scale: f32,
+    /// LLaDA: never predict end-of-sequence.
+    pub logits_eos_inf: bool,
+    /// LLaDA: the official flag of this name (see `sampler::llada`).
+    pub confidence_eos_eot_inf: bool,
+    pub alg: DreamAlg,
+    /// Dream: temperature of the choice of positions (0 = take the most confident).
+    pub alg_temp: f32,
+    /// Dream: end of the timestep schedule, linspace(1, eps, steps + 1).
+    pub eps: f32,
+    pub top_p: Option<f32>,
+    pub top_k: Option<usize>,
+}
+
+impl Default for GenerateParams {
+    fn default() -> Self {
+        GenerateParams::defaults_for(Family::Llada)
+    }
+}
+
+impl GenerateParams {
+    /// Each family's official recommendation: LLaDA's README `generate(steps=128,
+    /// gen_length=128, block_length=32, temperature=0, cfg_scale=0, remasking='low_confidence')`;
+    /// Dream's README `diffusion_generate(max_new_tokens=512, steps=512, temperature=0.2,
+    /// top_p=0.95, alg="entropy", alg_temp=0)` with eps 1e-3.
+    pub fn defaults_for(family: Family) -> GenerateParams {
+        let common = GenerateParams {
+            gen_length: 128,
+            steps: 128,
+            block_length: 32,
+            temperature: 0.0,
+            seed: 0,
+            early_stop: true,
+            remasking: Remasking::LowConfidence,
+            cfg_scale: 0.0,
+            logits_eos_inf: false,
+            confidence_eos_eot_inf: false,
+            alg: DreamAlg::Entropy,
+            alg_temp: 0.0,
+            eps: 1e-3,
+            top_p: None,
+            top_k: None,
+        };
+        match family {
+            Family::Llada => common,
+            Family::Dream => GenerateParams {
+                gen_length: 512,
+                steps: 512,
+                block_length: 512,
+                temperature: 0.2,
+                top_p: Some(0.95),
+                ..common
+            },
+        }
+    }
+
+    /// Checks the settings for a prompt of `prompt_len` tokens; the message says what to change.
+    pub fn validate(&self, family: Family, prompt_len: usize, context: usize) -> Result<(), String> {
+        if self.gen_length == 0 {
+            return Err("generated length must be at least 1".into());
+        }
+        if self.steps == 0 {
+            return Err("steps must be at least 1".into());
+        }
+        if prompt_len + self.gen_length > context {
+            return Err(format!(
+                "prompt ({prompt_len} tokens) plus generated length ({}) exceeds the model's context of {context} tokens; shorten the prompt or the answer",
+                self.gen_length
+            ));
+        }
+        if !(self.temperature >= 0.0 && self.temperature.is_finite()) {
+            return Err(format!("temperature must be 0 or more, not {}", self.temperature));
+        }
+        if let Some(p) = self.top_p
+            && !(p > 0.0 && p <= 1.0)
+        {
+            return Err(format!("top-p must be in (0, 1], not {p}"));
+        }
+        if self.top_k == Some(0) {
+            return Err("top-k must be at least 1".into());
+        }
+        match family {
+            Family::Llada => {
+                if self.block_length == 0 || !self.gen_length.is_multiple_of(self.block_length) {
+                    return Err(format!(
+                        "block length {} must divide the generated length {} (LLaDA generates in equal blocks)",
+                        self.block_length, self.gen_length
+                    ));
+                }
+                let blocks = self.gen_length / self.block_length;
+                if !self.steps.is_multiple_of(blocks) {
+                    return Err(format!(
+                        "steps ({}) must be a multiple of the number of blocks ({blocks} = {} / {}), so each block gets the same number of steps",
+                        self.steps, self.gen_length, self.block_length
+                    ));
+                }
+                if !(self.cfg_scale >= 0.0 && self.cfg_scale.is_finite()) {
+                    return Err(format!("cfg scale must be 0 or more, not {}", self.cfg_scale));
+                }
+            }
+            Family::Dream => {
+                if !(self.eps > 0.0 && self.eps < 1.0) {
+                    return Err(format!("eps must be in (0, 1), not {}", self.eps));
+                }
+                if !(self.alg_temp >= 0.0 && self.alg_temp.is_finite()) {
+                    return Err(format!("alg temperature must be 0 or more, not {}", self.alg_temp));
+                }
+            }
+        }
+        Ok(())
+    }
+}
