@@ -1,5 +1,7 @@
 //! dllm: run diffusion language models (LLaDA, Dream) from GGUF files.
 
+pub mod chat;
+pub mod engine;
 pub mod gguf;
 pub mod model;
 pub mod ops;

@@ -1,11 +1,11 @@
 //! The `dllm` binary: `inspect` reports the facts the reference README states for every
 //! fixture, and `tokenize` prints what the library computes, for any text.
 
+mod common;
+
 use std::process::Command;
 
-fn data(path: &str) -> String {
-    format!("{}/tests/data/{path}", env!("CARGO_MANIFEST_DIR"))
-}
+use common::{data, read_f32, read_i32};
 
 fn dllm(args: &[&str]) -> (bool, String, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_dllm")).args(args).output().unwrap();
@@ -96,4 +96,101 @@ fn tokenize_special_and_bos_flags() {
     assert_ne!(plain.trim(), "702");
     assert_eq!(special.trim(), "702");
     assert!(bos.starts_with("700 "), "{bos}");
+}
+
+fn ids_arg(ids: &[u32]) -> String {
+    ids.iter().map(u32::to_string).collect::<Vec<_>>().join(",")
+}
+
+#[test]
+fn run_writes_a_trace_that_matches_the_official_sampler() {
+    let name = "dream-tiny_p0_entropy_g32_s16";
+    let prompt = read_i32(&format!("traces/{name}_prompt.i32"));
+    let official = read_i32(&format!("traces/{name}_official_steps.i32"));
+    let trace = std::env::temp_dir().join(format!("dllm-trace-{}.jsonl", std::process::id()));
+    let model = data("models/dream-tiny-F32.gguf");
+    let args = ["run", "-m", &model, "--prompt-ids", &ids_arg(&prompt), "--gen", "32", "--steps", "16"];
+    let (ok, out, err) = dllm(
+        &[
+            &args[..],
+            &[
+                "--alg",
+                "entropy",
+                "--temperature",
+                "0",
+                "--top-p",
+                "1",
+                "--no-early-stop",
+                "--trace",
+                trace.to_str().unwrap(),
+            ],
+        ]
+        .concat(),
+    );
+    assert!(ok, "{err}");
+    let lines: Vec<serde_json::Value> =
+        std::fs::read_to_string(&trace).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    std::fs::remove_file(&trace).ok();
+    assert_eq!(lines.len(), 17);
+    let width = prompt.len() + 32;
+    for (k, line) in lines[..16].iter().enumerate() {
+        assert_eq!(line["step"], k);
+        let canvas: Vec<u32> = serde_json::from_value(line["canvas"].clone()).unwrap();
+        assert_eq!(canvas, official[k * width..(k + 1) * width], "step {k}");
+        assert!(line["ms"].as_f64().unwrap() > 0.0);
+        let committed: Vec<usize> = serde_json::from_value(line["committed"].clone()).unwrap();
+        assert!(committed.iter().all(|&p| p >= prompt.len() && p < width));
+    }
+    let done = &lines[16];
+    assert_eq!(done["done"], true);
+    assert_eq!(done["steps"], 16);
+    let ids: Vec<u32> = serde_json::from_value(done["ids"].clone()).unwrap();
+    assert_eq!(ids, official[15 * width..]);
+    assert_eq!(out.trim_end_matches('\n'), done["text"].as_str().unwrap());
+}
+
+#[test]
+fn logits_command_writes_rows_that_match_pytorch() {
+    let canvas = read_i32("canvases/llada-tiny_c17.i32");
+    let reference = read_f32("logits/llada-tiny_c17_pytorch.f32");
+    let out = std::env::temp_dir().join(format!("dllm-logits-{}.f32", std::process::id()));
+    let model = data("models/llada-tiny-F32.gguf");
+    let (ok, _, err) =
+        dllm(&["logits", "-m", &model, "--ids", &ids_arg(&canvas), "--rows", "16,0", "--out", out.to_str().unwrap()]);
+    assert!(ok, "{err}");
+    let got: Vec<f32> =
+        std::fs::read(&out).unwrap().chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect();
+    std::fs::remove_file(&out).ok();
+    assert_eq!(got.len(), 2 * 768);
+    let max_ref = reference.iter().fold(0f32, |m, v| m.max(v.abs()));
+    for (i, row) in [16usize, 0].into_iter().enumerate() {
+        for v in 0..768 {
+            // fp32 against fp32 with another summation order (see tests/logits.rs).
+            assert!((got[i * 768 + v] - reference[row * 768 + v]).abs() <= 1e-4 * max_ref);
+        }
+    }
+}
+
+#[test]
+fn run_explains_bad_settings() {
+    let llada = data("models/llada-tiny-Q4_K_M.gguf");
+    let (ok, _, err) = dllm(&["run", "-m", &llada, "hi", "--alg", "entropy"]);
+    assert!(!ok && err.contains("Dream"), "{err}");
+    let (ok, _, err) = dllm(&["run", "-m", &llada, "hi", "--gen", "64", "--block", "32", "--steps", "7"]);
+    assert!(!ok && err.contains("multiple of the number of blocks"), "{err}");
+    let (ok, _, err) = dllm(&["run", "-m", &llada, "hi", "--gen", "5000"]);
+    assert!(!ok && err.contains("context"), "{err}");
+    let dream = data("models/dream-tiny-Q4_K_M.gguf");
+    let (ok, _, err) = dllm(&["run", "-m", &dream, "hi", "--alg", "fastest"]);
+    assert!(!ok && err.contains("unknown alg"), "{err}");
+    let (ok, _, err) = dllm(&["run", "-m", &dream, "hi", "--remasking", "random"]);
+    assert!(!ok && err.contains("LLaDA"), "{err}");
+}
+
+#[test]
+fn run_generates_from_a_chat_prompt() {
+    let model = data("models/llada-tiny-Q8_0.gguf");
+    let (ok, _, err) = dllm(&["run", "-m", &model, "Hello", "--gen", "16", "--steps", "8", "--block", "8", "--visual"]);
+    assert!(ok, "{err}");
+    assert!(err.contains("step 8") && err.contains("8 steps"), "{err}");
 }

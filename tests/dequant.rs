@@ -1,10 +1,12 @@
 //! Dequantization is bit-exact against gguf-py's `gguf.quants.dequantize` (tests/data/dequant,
 //! itself checked bit-exact against ggml's C `to_float`).
 
+mod common;
+
 use dllm::quant::{DequantError, GgmlType, dequantize};
 
 fn read(path: &str) -> Vec<u8> {
-    std::fs::read(format!("{}/tests/data/dequant/{path}", env!("CARGO_MANIFEST_DIR"))).unwrap()
+    std::fs::read(common::data(&format!("dequant/{path}"))).unwrap()
 }
 
 #[test]

@@ -4,13 +4,15 @@
 use dllm::gguf::{GgufError, GgufFile};
 use dllm::quant::dequantize;
 use dllm::tokenizer::Tokenizer;
+mod common;
+
 use std::cell::Cell;
 
 use proptest::prelude::*;
 use proptest::test_runner::TestRunner;
 
 fn fixture(name: &str) -> Vec<u8> {
-    std::fs::read(format!("{}/tests/data/{name}", env!("CARGO_MANIFEST_DIR"))).unwrap()
+    std::fs::read(common::data(name)).unwrap()
 }
 
 /// Minimal GGUF writer for hand-made bad files.

@@ -1,12 +1,11 @@
 //! The GGUF tokenizer agrees id for id with llama.cpp's own test vectors
 //! (tests/data/tokenizer, add_special=false, parse_special=false) and round-trips.
 
+mod common;
+
+use common::data;
 use dllm::gguf::GgufFile;
 use dllm::tokenizer::{EncodeOptions, StreamDecoder, Tokenizer};
-
-fn data(path: &str) -> String {
-    format!("{}/tests/data/{path}", env!("CARGO_MANIFEST_DIR"))
-}
 
 fn load(path: &str) -> Tokenizer {
     Tokenizer::from_gguf(&GgufFile::open(data(path)).unwrap()).unwrap()

@@ -1,6 +1,8 @@
 //! The `dllm` command line: thin wrappers over the library.
 
 mod inspect;
+mod logits;
+mod run;
 mod tokenize;
 
 use clap::{Parser, Subcommand};
@@ -18,6 +20,10 @@ enum Command {
     Inspect(inspect::Args),
     /// Split text into token ids with the model's tokenizer
     Tokenize(tokenize::Args),
+    /// Generate an answer with the model's official sampler
+    Run(Box<run::Args>),
+    /// Write the raw logits of canvas rows to a file (parity checks)
+    Logits(logits::Args),
 }
 
 pub fn main() -> anyhow::Result<()> {
@@ -25,6 +31,8 @@ pub fn main() -> anyhow::Result<()> {
     match cli.command {
         Some(Command::Inspect(a)) => inspect::run(a),
         Some(Command::Tokenize(a)) => tokenize::run(a),
+        Some(Command::Run(a)) => run::run(*a),
+        Some(Command::Logits(a)) => logits::run(a),
         None => {
             use clap::CommandFactory;
             Cli::command().print_help()?;

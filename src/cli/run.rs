@@ -1,0 +1,208 @@
+//! `dllm run`: generate an answer with the model's official sampler.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use dllm::engine::{LoadOptions, Prompt, Session, StepEvent};
+use dllm::model::Family;
+use dllm::sampler::{DreamAlg, GenerateParams, Remasking};
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// GGUF model file
+    #[arg(short, long)]
+    model: PathBuf,
+    /// The prompt (wrapped in the model's chat template unless --raw)
+    #[arg(allow_hyphen_values = true)]
+    prompt: Option<String>,
+    /// Use these token ids as the prompt, exactly (no template, no BOS)
+    #[arg(long, value_delimiter = ',', conflicts_with = "prompt")]
+    prompt_ids: Option<Vec<u32>>,
+    /// Tokenize the prompt as it is, without the chat template
+    #[arg(long)]
+    raw: bool,
+    /// Tokens to generate [default: LLaDA 128, Dream 512]
+    #[arg(long = "gen")]
+    gen_length: Option<usize>,
+    /// Denoising steps [default: LLaDA 128, Dream 512]
+    #[arg(long)]
+    steps: Option<usize>,
+    /// LLaDA block length [default: 32]
+    #[arg(long)]
+    block: Option<usize>,
+    /// Sampling temperature, 0 = greedy [default: LLaDA 0, Dream 0.2]
+    #[arg(long)]
+    temperature: Option<f32>,
+    /// Dream: origin, maskgit_plus, topk_margin or entropy [default: entropy]
+    #[arg(long)]
+    alg: Option<DreamAlg>,
+    /// Dream: temperature of the choice of positions [default: 0]
+    #[arg(long)]
+    alg_temp: Option<f32>,
+    /// LLaDA: low_confidence or random [default: low_confidence]
+    #[arg(long)]
+    remasking: Option<Remasking>,
+    /// LLaDA: classifier-free guidance scale, 0 = off [default: 0]
+    #[arg(long)]
+    cfg: Option<f32>,
+    /// LLaDA: never predict end-of-sequence
+    #[arg(long)]
+    logits_eos_inf: bool,
+    /// LLaDA: the official confidence_eos_eot_inf option
+    #[arg(long)]
+    confidence_eos_eot_inf: bool,
+    /// Dream: nucleus sampling threshold [default: 0.95]
+    #[arg(long)]
+    top_p: Option<f32>,
+    /// Dream: keep only the k most likely tokens
+    #[arg(long)]
+    top_k: Option<usize>,
+    /// Dream: end of the timestep schedule [default: 0.001]
+    #[arg(long)]
+    eps: Option<f32>,
+    /// Seed for every random choice [default: 0]
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Compute threads [default: physical cores]
+    #[arg(long)]
+    threads: Option<usize>,
+    /// Run every step even when the answer is already final
+    #[arg(long)]
+    no_early_stop: bool,
+    /// Animate the canvas in the terminal (on stderr)
+    #[arg(long)]
+    visual: bool,
+    /// Write one JSON line per step, then a final line, to FILE
+    #[arg(long)]
+    trace: Option<PathBuf>,
+}
+
+impl Args {
+    /// The engine's parameters: the family's official defaults, overridden by the flags.
+    pub fn params(&self, family: Family) -> anyhow::Result<GenerateParams> {
+        let mut p = GenerateParams::defaults_for(family);
+        let wrong_family = |flag: &str, other: &str| {
+            anyhow::anyhow!("{flag} applies to {other} models; this is a {} model", family.name())
+        };
+        match family {
+            Family::Llada => {
+                if self.alg.is_some()
+                    || self.alg_temp.is_some()
+                    || self.top_p.is_some()
+                    || self.top_k.is_some()
+                    || self.eps.is_some()
+                {
+                    return Err(wrong_family("--alg, --alg-temp, --top-p, --top-k and --eps", "Dream"));
+                }
+            }
+            Family::Dream => {
+                if self.block.is_some()
+                    || self.remasking.is_some()
+                    || self.cfg.is_some()
+                    || self.logits_eos_inf
+                    || self.confidence_eos_eot_inf
+                {
+                    return Err(wrong_family(
+                        "--block, --remasking, --cfg, --logits-eos-inf and --confidence-eos-eot-inf",
+                        "LLaDA",
+                    ));
+                }
+            }
+        }
+        if let Some(v) = self.gen_length {
+            p.gen_length = v;
+            if family == Family::Dream {
+                p.block_length = v;
+            }
+        }
+        p.steps = self.steps.unwrap_or(p.steps);
+        p.block_length = self.block.unwrap_or(p.block_length);
+        p.temperature = self.temperature.unwrap_or(p.temperature);
+        p.alg = self.alg.unwrap_or(p.alg);
+        p.alg_temp = self.alg_temp.unwrap_or(p.alg_temp);
+        p.remasking = self.remasking.unwrap_or(p.remasking);
+        p.cfg_scale = self.cfg.unwrap_or(p.cfg_scale);
+        p.logits_eos_inf |= self.logits_eos_inf;
+        p.confidence_eos_eot_inf |= self.confidence_eos_eot_inf;
+        if self.top_p.is_some() {
+            p.top_p = self.top_p;
+        }
+        if self.top_k.is_some() {
+            p.top_k = self.top_k;
+        }
+        p.eps = self.eps.unwrap_or(p.eps);
+        p.seed = self.seed.unwrap_or(p.seed);
+        p.early_stop = !self.no_early_stop;
+        Ok(p)
+    }
+
+    fn prompt(&self) -> anyhow::Result<Prompt> {
+        Ok(match (&self.prompt_ids, &self.prompt) {
+            (Some(ids), _) => Prompt::Ids(ids.clone()),
+            (None, Some(text)) if self.raw => Prompt::Raw(text.clone()),
+            (None, Some(text)) => Prompt::Chat(text.clone()),
+            (None, None) => anyhow::bail!("give a prompt, or --prompt-ids"),
+        })
+    }
+}
+
+pub fn run(args: Args) -> anyhow::Result<()> {
+    let session = Session::load(&args.model, LoadOptions { threads: args.threads })?;
+    let info = session.info();
+    let params = args.params(info.config.family)?;
+    let prompt = session.prompt_ids(&args.prompt()?)?;
+    let mut trace = match &args.trace {
+        Some(path) => Some(std::io::BufWriter::new(
+            std::fs::File::create(path).map_err(|e| anyhow::anyhow!("cannot write trace {}: {e}", path.display()))?,
+        )),
+        None => None,
+    };
+    let tk = session.tokenizer();
+    let mask = info.special.mask;
+    let prompt_len = prompt.len();
+    let generation = session.generate(prompt, params)?;
+    let mut trace_error = None;
+    let finished = generation.wait(|step: &StepEvent| {
+        if let Some(w) = trace.as_mut() {
+            let line = serde_json::json!({
+                "step": step.index,
+                "canvas": step.canvas,
+                "committed": step.committed.iter().map(|c| c.0).collect::<Vec<_>>(),
+                "ms": step.forward_ms + step.sample_ms,
+            });
+            if let Err(e) = writeln!(w, "{line}") {
+                trace_error.get_or_insert(e);
+            }
+        }
+        if args.visual {
+            let cells: String = step.canvas[prompt_len..]
+                .iter()
+                .map(|&id| if id == mask { "\u{2591}".to_string() } else { tk.piece(id).replace('\n', "\u{21b5}") })
+                .collect();
+            eprint!("\x1b[2J\x1b[Hstep {}\n\n{cells}\n", step.index + 1);
+        }
+    })?;
+    if let Some(mut w) = trace {
+        let line = serde_json::json!({
+            "done": true,
+            "ids": finished.generated.canvas,
+            "text": finished.text,
+            "steps": finished.generated.steps,
+        });
+        writeln!(w, "{line}")?;
+        w.flush()?;
+    }
+    if let Some(e) = trace_error {
+        anyhow::bail!("writing the trace failed: {e}");
+    }
+    println!("{}", finished.text);
+    let g = &finished.generated;
+    eprintln!(
+        "[{} steps{}, {:.0} ms, {:.1} ms/step]",
+        g.steps,
+        if g.stopped_early { " (early stop)" } else { "" },
+        finished.total_ms,
+        finished.total_ms / g.steps.max(1) as f64
+    );
+    Ok(())
+}

@@ -1,0 +1,288 @@
+//! A loaded model on its own worker thread.
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{Receiver, Sender, channel};
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+use super::EngineError;
+use crate::chat::{Message, render};
+use crate::gguf::GgufFile;
+use crate::model::{CpuModel, Forward, ModelConfig};
+use crate::sampler::{GenerateParams, Generated, SpecialTokens, answer_ids, generate};
+use crate::summary::Summary;
+use crate::tokenizer::{EncodeOptions, Tokenizer};
+
+#[derive(Debug, Clone, Default)]
+pub struct LoadOptions {
+    /// Worker threads for the forward pass; None = the machine's physical cores.
+    pub threads: Option<usize>,
+}
+
+/// What the front ends show about a loaded model.
+#[derive(Debug, Clone)]
+pub struct ModelInfo {
+    pub path: PathBuf,
+    pub config: ModelConfig,
+    pub special: SpecialTokens,
+    pub n_params: u64,
+    pub file_bytes: u64,
+    /// (type name, bytes) of the tensor data, largest first.
+    pub quant_mix: Vec<(String, u64)>,
+    pub chat_template: Option<String>,
+    pub threads: usize,
+    pub load_ms: f64,
+}
+
+/// A prompt: chat text wrapped in the model's template, or ids/text used as they are.
+#[derive(Debug, Clone)]
+pub enum Prompt {
+    /// The user's message, wrapped in the chat template with the assistant's turn to follow.
+    Chat(String),
+    /// Text tokenized as it is (BOS added when the model wants one).
+    Raw(String),
+    /// Token ids used exactly as given.
+    Ids(Vec<u32>),
+}
+
+/// One denoising step, as sent to the front ends.
+#[derive(Debug, Clone)]
+pub struct StepEvent {
+    pub index: usize,
+    pub canvas: Vec<u32>,
+    pub committed: Vec<(usize, f32)>,
+    pub forward_ms: f64,
+    pub sample_ms: f64,
+    pub forwards: usize,
+}
+
+#[derive(Debug, Clone)]
+pub struct Finished {
+    pub generated: Generated,
+    /// The answer as read: up to the first end-of-text token, special tokens left out.
+    pub text: String,
+    pub total_ms: f64,
+}
+
+#[derive(Debug, Clone)]
+pub enum Event {
+    Step(StepEvent),
+    Done(Finished),
+    Failed(EngineError),
+}
+
+/// A running generation: its events, and a way to stop it.
+pub struct Generation {
+    events: Receiver<Event>,
+    cancel: Arc<AtomicBool>,
+}
+
+impl Generation {
+    /// Asks the engine to stop after the step in progress.
+    pub fn cancel(&self) {
+        self.cancel.store(true, Ordering::Relaxed);
+    }
+
+    pub fn events(&self) -> &Receiver<Event> {
+        &self.events
+    }
+
+    /// Waits for the end, passing each step to `on_step`.
+    pub fn wait(self, mut on_step: impl FnMut(&StepEvent)) -> Result<Finished, EngineError> {
+        for event in self.events.iter() {
+            match event {
+                Event::Step(s) => on_step(&s),
+                Event::Done(f) => return Ok(f),
+                Event::Failed(e) => return Err(e),
+            }
+        }
+        Err(EngineError::Internal("the engine thread ended without a result".into()))
+    }
+}
+
+enum Command {
+    Generate { prompt: Vec<u32>, params: GenerateParams, events: Sender<Event>, cancel: Arc<AtomicBool> },
+    Logits { ids: Vec<u32>, rows: Vec<usize>, reply: Sender<Result<Vec<f32>, EngineError>> },
+}
+
+pub struct Session {
+    info: ModelInfo,
+    tokenizer: Arc<Tokenizer>,
+    commands: Option<Sender<Command>>,
+    worker: Option<JoinHandle<()>>,
+}
+
+impl Session {
+    /// Maps and checks the model and starts its worker thread.
+    pub fn load(path: impl AsRef<Path>, options: LoadOptions) -> Result<Session, EngineError> {
+        let start = Instant::now();
+        let gguf = Arc::new(GgufFile::open(path.as_ref()).map_err(|e| EngineError::Load(e.to_string()))?);
+        let tokenizer = Arc::new(Tokenizer::from_gguf(&gguf)?);
+        let model = CpuModel::load(gguf.clone()).map_err(|e| EngineError::Load(e.to_string()))?;
+        let mask = tokenizer.special.mask.ok_or_else(|| {
+            EngineError::Load(format!(
+                "{}: no mask token (tokenizer.ggml.mask_token_id); is this a diffusion model?",
+                path.as_ref().display()
+            ))
+        })?;
+        let special = SpecialTokens { mask, eos: tokenizer.special.eos, eot: tokenizer.special.eot };
+        let threads = options.threads.unwrap_or_else(num_cpus::get_physical).max(1);
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .thread_name(|i| format!("dllm-compute-{i}"))
+            .build()
+            .map_err(|e| EngineError::Internal(e.to_string()))?;
+        let summary = Summary::of(&gguf);
+        let mut quant_mix: Vec<(String, u64)> = summary.types.iter().map(|t| (t.ty.to_string(), t.bytes)).collect();
+        quant_mix.sort_by_key(|t| std::cmp::Reverse(t.1));
+        let info = ModelInfo {
+            path: path.as_ref().to_path_buf(),
+            config: model.config().clone(),
+            special,
+            n_params: summary.n_params,
+            file_bytes: summary.file_bytes,
+            quant_mix,
+            chat_template: gguf.chat_template().map(str::to_owned),
+            threads,
+            load_ms: start.elapsed().as_secs_f64() * 1e3,
+        };
+        let (tx, rx) = channel();
+        let worker_tokenizer = tokenizer.clone();
+        let worker = std::thread::Builder::new()
+            .name("dllm-engine".into())
+            .spawn(move || worker_loop(model, pool, worker_tokenizer, special, rx))
+            .map_err(|e| EngineError::Internal(e.to_string()))?;
+        Ok(Session { info, tokenizer, commands: Some(tx), worker: Some(worker) })
+    }
+
+    pub fn info(&self) -> &ModelInfo {
+        &self.info
+    }
+
+    pub fn tokenizer(&self) -> &Tokenizer {
+        &self.tokenizer
+    }
+
+    /// The token ids of a prompt.
+    pub fn prompt_ids(&self, prompt: &Prompt) -> Result<Vec<u32>, EngineError> {
+        let tk = &self.tokenizer;
+        let with_bos = EncodeOptions { add_special: true, parse_special: true };
+        match prompt {
+            Prompt::Ids(ids) => Ok(ids.clone()),
+            Prompt::Raw(text) => Ok(tk.encode(text, with_bos)?),
+            Prompt::Chat(text) => {
+                let Some(template) = &self.info.chat_template else {
+                    return Ok(tk.encode(text, with_bos)?);
+                };
+                let piece = |id: Option<u32>| id.map(|i| tk.piece(i)).unwrap_or_default();
+                let (bos, eos) = (piece(tk.special.bos), piece(tk.special.eos));
+                let rendered = render(template, &[Message::user(text.clone())], true, &bos, &eos)
+                    .map_err(|e| EngineError::Template(e.to_string()))?;
+                // Templates that write BOS themselves (LLaDA's) must not get a second one.
+                let add_bos = bos.is_empty() || !rendered.starts_with(&bos);
+                Ok(tk.encode(&rendered, EncodeOptions { add_special: add_bos, parse_special: true })?)
+            }
+        }
+    }
+
+    fn send(&self, command: Command) -> Result<(), EngineError> {
+        let tx = self.commands.as_ref().expect("present until drop");
+        tx.send(command).map_err(|_| EngineError::Internal("the engine thread has stopped".into()))
+    }
+
+    /// Starts generating on the worker thread. Settings are checked first, so an invalid
+    /// combination is reported before any work starts.
+    pub fn generate(&self, prompt: Vec<u32>, params: GenerateParams) -> Result<Generation, EngineError> {
+        let c = &self.info.config;
+        params.validate(c.family, prompt.len(), c.context_length).map_err(EngineError::Invalid)?;
+        if prompt.is_empty() {
+            return Err(EngineError::Invalid("the prompt is empty".into()));
+        }
+        if let Some(&id) = prompt.iter().find(|&&id| id as usize >= c.n_vocab) {
+            return Err(EngineError::Invalid(format!("token id {id} is outside the {}-token vocabulary", c.n_vocab)));
+        }
+        let (events, rx) = channel();
+        let cancel = Arc::new(AtomicBool::new(false));
+        self.send(Command::Generate { prompt, params, events, cancel: cancel.clone() })?;
+        Ok(Generation { events: rx, cancel })
+    }
+
+    /// Raw logits (no shift) of `rows` of the canvas `ids`, `[rows.len(), n_vocab]`.
+    pub fn logits(&self, ids: Vec<u32>, rows: Vec<usize>) -> Result<Vec<f32>, EngineError> {
+        let (reply, rx) = channel();
+        self.send(Command::Logits { ids, rows, reply })?;
+        rx.recv().map_err(|_| EngineError::Internal("the engine thread has stopped".into()))?
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        // Closing the channel ends the worker loop once the command in progress is done.
+        self.commands.take();
+        if let Some(w) = self.worker.take() {
+            let _ = w.join();
+        }
+    }
+}
+
+fn worker_loop(
+    mut model: CpuModel,
+    pool: rayon::ThreadPool,
+    tokenizer: Arc<Tokenizer>,
+    special: SpecialTokens,
+    commands: Receiver<Command>,
+) {
+    for command in commands.iter() {
+        match command {
+            Command::Generate { prompt, params, events, cancel } => {
+                let start = Instant::now();
+                let result = catch_unwind(AssertUnwindSafe(|| {
+                    pool.install(|| {
+                        generate(&mut model, &prompt, &params, special, &mut |s| {
+                            let event = StepEvent {
+                                index: s.index,
+                                canvas: s.canvas.to_vec(),
+                                committed: s.committed.to_vec(),
+                                forward_ms: s.forward_ms,
+                                sample_ms: s.sample_ms,
+                                forwards: s.forwards,
+                            };
+                            // A front end that dropped its receiver no longer wants the run.
+                            events.send(Event::Step(event)).is_ok() && !cancel.load(Ordering::Relaxed)
+                        })
+                    })
+                }));
+                let event = match result {
+                    Ok(Ok(generated)) => {
+                        let text = tokenizer.decode(answer_ids(generated.answer(), &special), true);
+                        Event::Done(Finished { generated, text, total_ms: start.elapsed().as_secs_f64() * 1e3 })
+                    }
+                    Ok(Err(e)) => Event::Failed(e.into()),
+                    Err(panic) => Event::Failed(EngineError::Internal(panic_message(&panic))),
+                };
+                let _ = events.send(event);
+            }
+            Command::Logits { ids, rows, reply } => {
+                let result = catch_unwind(AssertUnwindSafe(|| {
+                    let mut out = Vec::new();
+                    pool.install(|| model.forward(&ids, &rows, &mut out)).map(|_| out)
+                }));
+                let _ = reply.send(match result {
+                    Ok(r) => r.map_err(EngineError::from),
+                    Err(panic) => Err(EngineError::Internal(panic_message(&panic))),
+                });
+            }
+        }
+    }
+}
+
+fn panic_message(panic: &Box<dyn std::any::Any + Send>) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown panic".into())
+}
