@@ -1,6 +1,7 @@
 //! dllm: run diffusion language models (LLaDA, Dream) from GGUF files.
 
 pub mod chat;
+pub mod cpu;
 pub mod engine;
 pub mod gguf;
 pub mod model;

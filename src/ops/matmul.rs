@@ -8,8 +8,9 @@ use std::sync::Mutex;
 
 use rayon::prelude::*;
 
+use crate::cpu::{Isa, ROW_GROUP, active_isa, dot_rows_q8_0, dot_rows_q8k};
 use crate::quant::q8::{BlockQ8_0, BlockQ8K, quantize_q8_0, quantize_q8_k};
-use crate::quant::{DequantError, GgmlType, dequantize, vec_dot};
+use crate::quant::{DequantError, GgmlType, dequantize};
 
 /// Weight rows dequantized together; a tile is reused against every activation row.
 const TILE: usize = 8;
@@ -48,8 +49,13 @@ pub struct MatmulScratch {
 }
 
 /// `out[r][o] = sum_i x[r][i] * w[o][i]` for `n_rows` rows; `x` is `[n_rows, n_in]`, `out` is
-/// `[n_rows, n_out]`, both row-major.
+/// `[n_rows, n_out]`, both row-major. Runs on the machine's best instruction set.
 pub fn matmul(x: &[f32], n_rows: usize, w: &Matrix, out: &mut [f32], scratch: &mut MatmulScratch) {
+    matmul_on(active_isa(), x, n_rows, w, out, scratch);
+}
+
+/// `matmul` on a chosen instruction set (which must be available).
+pub fn matmul_on(isa: Isa, x: &[f32], n_rows: usize, w: &Matrix, out: &mut [f32], scratch: &mut MatmulScratch) {
     let (n_in, n_out) = (w.n_in, w.n_out);
     debug_assert_eq!(x.len(), n_rows * n_in);
     debug_assert_eq!(out.len(), n_rows * n_out);
@@ -62,11 +68,8 @@ pub fn matmul(x: &[f32], n_rows: usize, w: &Matrix, out: &mut [f32], scratch: &m
             }
             let acts = &mut scratch.q8k[..n_rows * nb];
             acts.par_chunks_mut(nb).zip(x.par_chunks(n_in)).for_each(|(a, xr)| quantize_q8_k(xr, a));
-            let dot = match w.ty {
-                GgmlType::Q4_K => vec_dot::dot_q4_k,
-                GgmlType::Q5_K => vec_dot::dot_q5_k,
-                _ => vec_dot::dot_q6_k,
-            };
+            let ty = w.ty;
+            let dot = move |wr: &[u8], a: &[&[BlockQ8K]], o: &mut [f32]| dot_rows_q8k(isa, ty, wr, a, o);
             integer_products(w, n_rows, &scratch.q8k[..n_rows * nb], nb, dot, &mut scratch.out_t);
         }
         GgmlType::Q8_0 => {
@@ -76,7 +79,8 @@ pub fn matmul(x: &[f32], n_rows: usize, w: &Matrix, out: &mut [f32], scratch: &m
             }
             let acts = &mut scratch.q8_0[..n_rows * nb];
             acts.par_chunks_mut(nb).zip(x.par_chunks(n_in)).for_each(|(a, xr)| quantize_q8_0(xr, a));
-            integer_products(w, n_rows, &scratch.q8_0[..n_rows * nb], nb, vec_dot::dot_q8_0, &mut scratch.out_t);
+            let dot = move |wr: &[u8], a: &[&[BlockQ8_0]], o: &mut [f32]| dot_rows_q8_0(isa, wr, a, o);
+            integer_products(w, n_rows, &scratch.q8_0[..n_rows * nb], nb, dot, &mut scratch.out_t);
         }
         _ => dequantized_products(x, n_rows, w, scratch),
     }
@@ -87,13 +91,14 @@ pub fn matmul(x: &[f32], n_rows: usize, w: &Matrix, out: &mut [f32], scratch: &m
     }
 }
 
-/// `out_t[o][r] = dot(w[o], acts[r])` over quantized activations (`nb` blocks per row).
+/// `out_t[o][r] = dot(w[o], acts[r])` over quantized activations (`nb` blocks per row),
+/// `ROW_GROUP` activation rows per kernel call.
 fn integer_products<A: Sync>(
     w: &Matrix,
     n_rows: usize,
     acts: &[A],
     nb: usize,
-    dot: fn(&[u8], &[A]) -> f32,
+    dot: impl Fn(&[u8], &[&[A]], &mut [f32]) + Sync,
     out_t: &mut [f32],
 ) {
     let rb = w.row_bytes();
@@ -101,8 +106,13 @@ fn integer_products<A: Sync>(
         for (j, out_row) in out_t.chunks_exact_mut(n_rows).enumerate() {
             let o = t * TILE + j;
             let wrow = &w.data[o * rb..(o + 1) * rb];
-            for (r, out) in out_row.iter_mut().enumerate() {
-                *out = dot(wrow, &acts[r * nb..(r + 1) * nb]);
+            for (g, out) in out_row.chunks_mut(ROW_GROUP).enumerate() {
+                let mut group: [&[A]; ROW_GROUP] = [&[]; ROW_GROUP];
+                for (i, slot) in group.iter_mut().enumerate().take(out.len()) {
+                    let r = g * ROW_GROUP + i;
+                    *slot = &acts[r * nb..(r + 1) * nb];
+                }
+                dot(wrow, &group[..out.len()], out);
             }
         }
     });

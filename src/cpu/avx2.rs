@@ -1,0 +1,213 @@
+//! AVX2 kernels: one quantized weight row against up to `R` activation rows at once, so that
+//! each unpacked weight vector is reused R times. Integer sums use `vpmaddubsw` (unsigned
+//! weights x signed activations, pairs summed to i16) and `vpmaddwd` against the sub-block
+//! scale (pairs summed to i32); each super-block ends with one float multiply-add per row.
+//!
+//! Safety contract of every `unsafe fn` here: the CPU supports AVX2 and FMA (checked by
+//! `Isa::Avx2.is_available()` before dispatch), `w` holds whole blocks of the weight type,
+//! and every activation row holds one block per weight block.
+
+use std::arch::x86_64::*;
+
+use crate::quant::blocks::{f16_at, q4_k, q5_k, q6_k, q8_0, scale_min_k4};
+use crate::quant::q8::{BlockQ8_0, BlockQ8K};
+
+#[target_feature(enable = "avx2,fma")]
+unsafe fn hsum(v: __m256) -> f32 {
+    let s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)))
+}
+
+#[target_feature(enable = "avx2,fma")]
+unsafe fn load(p: *const u8) -> __m256i {
+    unsafe { _mm256_loadu_si256(p as *const __m256i) }
+}
+
+/// The 8 scales and the 8 mins of a Q4_K/Q5_K block, the mins repeated per 16-value sum.
+#[inline(always)]
+fn k4_scales(packed: &[u8]) -> ([i16; 8], [i16; 16]) {
+    let mut sc = [0i16; 8];
+    let mut mins = [0i16; 16];
+    for j in 0..8 {
+        let (s, m) = scale_min_k4(j, packed);
+        sc[j] = s as i16;
+        mins[2 * j] = m as i16;
+        mins[2 * j + 1] = m as i16;
+    }
+    (sc, mins)
+}
+
+/// Ends a super-block: `sum += d * cvt(acc) - dmin * cvt(bsums . mins)`.
+#[target_feature(enable = "avx2,fma")]
+unsafe fn finish_block_with_mins(
+    sum: __m256,
+    acc: __m256i,
+    y: &BlockQ8K,
+    mins16: __m256i,
+    d: f32,
+    dmin: f32,
+) -> __m256 {
+    unsafe {
+        let bsums = _mm256_loadu_si256(y.bsums.as_ptr() as *const __m256i);
+        let m = _mm256_madd_epi16(bsums, mins16);
+        let sum = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc), _mm256_set1_ps(d * y.d), sum);
+        _mm256_fnmadd_ps(_mm256_cvtepi32_ps(m), _mm256_set1_ps(dmin * y.d), sum)
+    }
+}
+
+#[target_feature(enable = "avx2,fma")]
+pub unsafe fn dot_q4_k<const R: usize>(w: &[u8], a: &[&[BlockQ8K]; R]) -> [f32; R] {
+    unsafe {
+        let m4 = _mm256_set1_epi8(0x0F);
+        let mut sum = [_mm256_setzero_ps(); R];
+        for (b, blk) in w.chunks_exact(q4_k::SIZE).enumerate() {
+            let (sc, mins) = k4_scales(&blk[q4_k::SCALES..q4_k::SCALES + 12]);
+            let mins16 = _mm256_loadu_si256(mins.as_ptr() as *const __m256i);
+            let mut acc = [_mm256_setzero_si256(); R];
+            for j in 0..4 {
+                let q = load(blk.as_ptr().add(q4_k::QS + 32 * j));
+                let lo = _mm256_and_si256(q, m4);
+                let hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+                let (s_lo, s_hi) = (_mm256_set1_epi16(sc[2 * j]), _mm256_set1_epi16(sc[2 * j + 1]));
+                for r in 0..R {
+                    let y = a[r].get_unchecked(b).qs.as_ptr() as *const u8;
+                    let p_lo = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, load(y.add(64 * j))), s_lo);
+                    let p_hi = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, load(y.add(64 * j + 32))), s_hi);
+                    acc[r] = _mm256_add_epi32(acc[r], _mm256_add_epi32(p_lo, p_hi));
+                }
+            }
+            let (d, dmin) = (f16_at(blk, q4_k::D), f16_at(blk, q4_k::DMIN));
+            for r in 0..R {
+                sum[r] = finish_block_with_mins(sum[r], acc[r], a[r].get_unchecked(b), mins16, d, dmin);
+            }
+        }
+        let mut out = [0f32; R];
+        for r in 0..R {
+            out[r] = hsum(sum[r]);
+        }
+        out
+    }
+}
+
+#[target_feature(enable = "avx2,fma")]
+pub unsafe fn dot_q5_k<const R: usize>(w: &[u8], a: &[&[BlockQ8K]; R]) -> [f32; R] {
+    unsafe {
+        let m4 = _mm256_set1_epi8(0x0F);
+        let one = _mm256_set1_epi8(1);
+        let mut sum = [_mm256_setzero_ps(); R];
+        for (b, blk) in w.chunks_exact(q5_k::SIZE).enumerate() {
+            let (sc, mins) = k4_scales(&blk[q5_k::SCALES..q5_k::SCALES + 12]);
+            let mins16 = _mm256_loadu_si256(mins.as_ptr() as *const __m256i);
+            let qh = load(blk.as_ptr().add(q5_k::QH));
+            let mut acc = [_mm256_setzero_si256(); R];
+            for j in 0..4 {
+                let q = load(blk.as_ptr().add(q5_k::QS + 32 * j));
+                // Bit 2j of each qh byte is the fifth bit of the low-nibble values, bit 2j+1
+                // of the high-nibble values.
+                let h_lo = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * j as i32)), one);
+                let h_hi = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * j as i32 + 1)), one);
+                let lo = _mm256_or_si256(_mm256_and_si256(q, m4), _mm256_slli_epi16(h_lo, 4));
+                let hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4), _mm256_slli_epi16(h_hi, 4));
+                let (s_lo, s_hi) = (_mm256_set1_epi16(sc[2 * j]), _mm256_set1_epi16(sc[2 * j + 1]));
+                for r in 0..R {
+                    let y = a[r].get_unchecked(b).qs.as_ptr() as *const u8;
+                    let p_lo = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, load(y.add(64 * j))), s_lo);
+                    let p_hi = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, load(y.add(64 * j + 32))), s_hi);
+                    acc[r] = _mm256_add_epi32(acc[r], _mm256_add_epi32(p_lo, p_hi));
+                }
+            }
+            let (d, dmin) = (f16_at(blk, q5_k::D), f16_at(blk, q5_k::DMIN));
+            for r in 0..R {
+                sum[r] = finish_block_with_mins(sum[r], acc[r], a[r].get_unchecked(b), mins16, d, dmin);
+            }
+        }
+        let mut out = [0f32; R];
+        for r in 0..R {
+            out[r] = hsum(sum[r]);
+        }
+        out
+    }
+}
+
+#[target_feature(enable = "avx2,fma")]
+pub unsafe fn dot_q6_k<const R: usize>(w: &[u8], a: &[&[BlockQ8K]; R]) -> [f32; R] {
+    unsafe {
+        let m4 = _mm256_set1_epi8(0x0F);
+        let m3 = _mm256_set1_epi8(3);
+        let mut sum = [_mm256_setzero_ps(); R];
+        for (b, blk) in w.chunks_exact(q6_k::SIZE).enumerate() {
+            let sc = &blk[q6_k::SCALES..q6_k::SCALES + 16];
+            let scales16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(sc.as_ptr() as *const __m128i));
+            let mut acc = [_mm256_setzero_si256(); R];
+            for n in 0..2 {
+                let ql0 = load(blk.as_ptr().add(q6_k::QL + 64 * n));
+                let ql1 = load(blk.as_ptr().add(q6_k::QL + 64 * n + 32));
+                let qh = load(blk.as_ptr().add(q6_k::QH + 32 * n));
+                let high = |shift: i32| {
+                    let h = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(shift)), m3);
+                    _mm256_slli_epi16(h, 4)
+                };
+                let q = [
+                    _mm256_or_si256(_mm256_and_si256(ql0, m4), high(0)),
+                    _mm256_or_si256(_mm256_and_si256(ql1, m4), high(2)),
+                    _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4), high(4)),
+                    _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4), high(6)),
+                ];
+                // Values 0..16 of each group of 32 use one scale, 16..32 the next.
+                let s = |g: usize| {
+                    let lo = _mm_set1_epi16((sc[8 * n + 2 * g] as i8) as i16);
+                    let hi = _mm_set1_epi16((sc[8 * n + 2 * g + 1] as i8) as i16);
+                    _mm256_set_m128i(hi, lo)
+                };
+                let sv = [s(0), s(1), s(2), s(3)];
+                for r in 0..R {
+                    let y = (a[r].get_unchecked(b).qs.as_ptr() as *const u8).add(128 * n);
+                    for g in 0..4 {
+                        let p = _mm256_madd_epi16(_mm256_maddubs_epi16(q[g], load(y.add(32 * g))), sv[g]);
+                        acc[r] = _mm256_add_epi32(acc[r], p);
+                    }
+                }
+            }
+            let d = f16_at(blk, q6_k::D);
+            for r in 0..R {
+                // The values are stored +32: subtract 32 * sum(scale * activation sums).
+                let y = a[r].get_unchecked(b);
+                let bsums = _mm256_loadu_si256(y.bsums.as_ptr() as *const __m256i);
+                let offset = _mm256_slli_epi32(_mm256_madd_epi16(bsums, scales16), 5);
+                let acc = _mm256_sub_epi32(acc[r], offset);
+                sum[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc), _mm256_set1_ps(d * y.d), sum[r]);
+            }
+        }
+        let mut out = [0f32; R];
+        for r in 0..R {
+            out[r] = hsum(sum[r]);
+        }
+        out
+    }
+}
+
+#[target_feature(enable = "avx2,fma")]
+pub unsafe fn dot_q8_0<const R: usize>(w: &[u8], a: &[&[BlockQ8_0]; R]) -> [f32; R] {
+    unsafe {
+        let ones = _mm256_set1_epi16(1);
+        let mut sum = [_mm256_setzero_ps(); R];
+        for (b, blk) in w.chunks_exact(q8_0::SIZE).enumerate() {
+            let wq = load(blk.as_ptr().add(q8_0::QS));
+            // Signed x signed via |w| x (a with w's sign).
+            let aw = _mm256_sign_epi8(wq, wq);
+            let d = f16_at(blk, q8_0::D);
+            for r in 0..R {
+                let y = a[r].get_unchecked(b);
+                let sy = _mm256_sign_epi8(load(y.qs.as_ptr() as *const u8), wq);
+                let p = _mm256_madd_epi16(_mm256_maddubs_epi16(aw, sy), ones);
+                sum[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(d * y.d), sum[r]);
+            }
+        }
+        let mut out = [0f32; R];
+        for r in 0..R {
+            out[r] = hsum(sum[r]);
+        }
+        out
+    }
+}

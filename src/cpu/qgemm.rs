@@ -1,0 +1,72 @@
+//! Dot products of one quantized weight row with a group of 8-bit activation rows, on the
+//! chosen instruction set. The scalar path is `quant::vec_dot`, the reference.
+
+use super::Isa;
+use crate::quant::q8::{BlockQ8_0, BlockQ8K};
+use crate::quant::{GgmlType, vec_dot};
+
+/// Activation rows handled together by one call (each weight vector is unpacked once for them).
+pub const ROW_GROUP: usize = 4;
+
+/// Calls the SIMD kernel `$f::<R>` with the first R rows of `$acts`, R = `$acts.len()`.
+macro_rules! by_rows {
+    ($f:ident, $w:expr, $acts:expr, $out:expr) => {{
+        let (w, a, out) = ($w, $acts, $out);
+        // SAFETY: the caller checked that the ISA is available and that the lengths match
+        // (see the safety contract in cpu::avx2).
+        unsafe {
+            match a.len() {
+                4 => out.copy_from_slice(&super::avx2::$f::<4>(w, &[a[0], a[1], a[2], a[3]])),
+                3 => out.copy_from_slice(&super::avx2::$f::<3>(w, &[a[0], a[1], a[2]])),
+                2 => out.copy_from_slice(&super::avx2::$f::<2>(w, &[a[0], a[1]])),
+                1 => out.copy_from_slice(&super::avx2::$f::<1>(w, &[a[0]])),
+                _ => {}
+            }
+        }
+    }};
+}
+
+fn check<A>(isa: Isa, ty: GgmlType, w: &[u8], acts: &[&[A]], out: &[f32]) {
+    assert!(isa.is_available(), "{isa:?} kernels need a CPU that supports them");
+    assert!(acts.len() <= ROW_GROUP && out.len() == acts.len());
+    let nb = w.len() / ty.type_size();
+    assert!(w.len().is_multiple_of(ty.type_size()) && acts.iter().all(|a| a.len() == nb), "{ty}: ragged operands");
+}
+
+/// `out[i] = dot(w, acts[i])` for a Q4_K, Q5_K or Q6_K weight row and Q8_K activations.
+pub fn dot_rows_q8k(isa: Isa, ty: GgmlType, w: &[u8], acts: &[&[BlockQ8K]], out: &mut [f32]) {
+    check(isa, ty, w, acts, out);
+    match (isa, ty) {
+        #[cfg(target_arch = "x86_64")]
+        (Isa::Avx2, GgmlType::Q4_K) => by_rows!(dot_q4_k, w, acts, out),
+        #[cfg(target_arch = "x86_64")]
+        (Isa::Avx2, GgmlType::Q5_K) => by_rows!(dot_q5_k, w, acts, out),
+        #[cfg(target_arch = "x86_64")]
+        (Isa::Avx2, GgmlType::Q6_K) => by_rows!(dot_q6_k, w, acts, out),
+        (_, GgmlType::Q4_K | GgmlType::Q5_K | GgmlType::Q6_K) => {
+            let dot = match ty {
+                GgmlType::Q4_K => vec_dot::dot_q4_k,
+                GgmlType::Q5_K => vec_dot::dot_q5_k,
+                _ => vec_dot::dot_q6_k,
+            };
+            for (o, a) in out.iter_mut().zip(acts) {
+                *o = dot(w, a);
+            }
+        }
+        _ => panic!("{ty} weights do not take Q8_K activations"),
+    }
+}
+
+/// `out[i] = dot(w, acts[i])` for a Q8_0 weight row and Q8_0 activations.
+pub fn dot_rows_q8_0(isa: Isa, w: &[u8], acts: &[&[BlockQ8_0]], out: &mut [f32]) {
+    check(isa, GgmlType::Q8_0, w, acts, out);
+    match isa {
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx2 => by_rows!(dot_q8_0, w, acts, out),
+        _ => {
+            for (o, a) in out.iter_mut().zip(acts) {
+                *o = vec_dot::dot_q8_0(w, a);
+            }
+        }
+    }
+}

@@ -1,0 +1,118 @@
+//! Every SIMD path this machine can run against the scalar reference, on random weights and
+//! activations, for ragged shapes: row counts that are not a multiple of the row group, and
+//! widths of the real models (LLaDA 4096 / 12288, Dream 3584 / 18944).
+
+use dllm::cpu::{Isa, ROW_GROUP, dot_rows_q8_0, dot_rows_q8k};
+use dllm::ops::matmul::{MatmulScratch, Matrix, matmul_on};
+use dllm::quant::blocks::{q4_k, q5_k, q6_k, q8_0};
+use dllm::quant::q8::{BlockQ8_0, BlockQ8K, quantize_q8_0, quantize_q8_k};
+use dllm::quant::{GgmlType, dequantize};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+/// Random weight bytes, with the f16 scale fields set to sane values (random bytes there
+/// could be NaN or 65504, which no real file holds).
+fn random_weights(rng: &mut ChaCha8Rng, ty: GgmlType, n_in: usize, n_out: usize) -> Vec<u8> {
+    let scales: &[usize] = match ty {
+        GgmlType::Q4_K => &[q4_k::D, q4_k::DMIN],
+        GgmlType::Q5_K => &[q5_k::D, q5_k::DMIN],
+        GgmlType::Q6_K => &[q6_k::D],
+        _ => &[q8_0::D],
+    };
+    let n_blocks = n_in / ty.block_size() * n_out;
+    let mut w: Vec<u8> = (0..n_blocks * ty.type_size()).map(|_| rng.random()).collect();
+    for block in w.chunks_exact_mut(ty.type_size()) {
+        for &off in scales {
+            let v = half::f16::from_f32(rng.random_range(1e-4..0.05));
+            block[off..off + 2].copy_from_slice(&v.to_le_bytes());
+        }
+    }
+    w
+}
+
+fn random_activations(rng: &mut ChaCha8Rng, n: usize) -> Vec<f32> {
+    (0..n).map(|_| rng.random_range(-3.0f32..3.0) * if rng.random_bool(0.01) { 20.0 } else { 1.0 }).collect()
+}
+
+/// sum |w_i x_i| of a weight row and an activation row: the scale of the rounding error.
+fn abs_dot(ty: GgmlType, w_row: &[u8], x: &[f32]) -> f32 {
+    let mut wf = vec![0f32; x.len()];
+    dequantize(ty, w_row, &mut wf).unwrap();
+    wf.iter().zip(x).map(|(a, b)| (a * b).abs()).sum()
+}
+
+/// The paths sum in different orders (lanes, blocks): f32 rounding of ~6e-8 per operation
+/// accumulates to far less than 1e-5 of sum |terms|, while any wrong scale, nibble or bit is
+/// off by whole terms.
+fn assert_close(got: f32, want: f32, scale: f32, what: &str) {
+    assert!((got - want).abs() <= 1e-5 * scale, "{what}: {got} vs scalar {want} (scale {scale})");
+}
+
+#[test]
+fn row_group_kernels_match_scalar() {
+    let mut rng = ChaCha8Rng::seed_from_u64(1);
+    let paths: Vec<Isa> = Isa::available().into_iter().filter(|&i| i != Isa::Scalar).collect();
+    eprintln!("paths under test: {paths:?}");
+    for ty in [GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::Q8_0] {
+        for n_in in [256, 512, 3584, 4096] {
+            let w = random_weights(&mut rng, ty, n_in, 1);
+            let x = random_activations(&mut rng, ROW_GROUP * n_in);
+            for rows in 1..=ROW_GROUP {
+                let mut want = vec![0f32; rows];
+                let mut got = vec![0f32; rows];
+                if ty == GgmlType::Q8_0 {
+                    let mut a = vec![BlockQ8_0::default(); ROW_GROUP * n_in / 32];
+                    quantize_q8_0(&x, &mut a);
+                    let acts: Vec<&[BlockQ8_0]> = a.chunks(n_in / 32).take(rows).collect();
+                    dot_rows_q8_0(Isa::Scalar, &w, &acts, &mut want);
+                    for &isa in &paths {
+                        dot_rows_q8_0(isa, &w, &acts, &mut got);
+                        for r in 0..rows {
+                            let scale = abs_dot(ty, &w, &x[r * n_in..(r + 1) * n_in]);
+                            assert_close(got[r], want[r], scale, &format!("{isa:?} {ty} n_in {n_in} row {r}"));
+                        }
+                    }
+                } else {
+                    let mut a = vec![BlockQ8K::default(); ROW_GROUP * n_in / 256];
+                    quantize_q8_k(&x, &mut a);
+                    let acts: Vec<&[BlockQ8K]> = a.chunks(n_in / 256).take(rows).collect();
+                    dot_rows_q8k(Isa::Scalar, ty, &w, &acts, &mut want);
+                    for &isa in &paths {
+                        dot_rows_q8k(isa, ty, &w, &acts, &mut got);
+                        for r in 0..rows {
+                            let scale = abs_dot(ty, &w, &x[r * n_in..(r + 1) * n_in]);
+                            assert_close(got[r], want[r], scale, &format!("{isa:?} {ty} n_in {n_in} row {r}"));
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn whole_products_match_scalar_on_ragged_shapes() {
+    let mut rng = ChaCha8Rng::seed_from_u64(2);
+    // (n_in, n_out, rows): Dream's FFN width 18944 = 74 blocks, odd output counts, and row
+    // counts around the row group and the tile.
+    let shapes = [(3584, 9, 7), (18944, 3, 5), (512, 37, 13), (256, 1, 1), (4096, 16, 148)];
+    for ty in [GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::Q8_0] {
+        for (n_in, n_out, rows) in shapes {
+            let data = random_weights(&mut rng, ty, n_in, n_out);
+            let w = Matrix { ty, n_in, n_out, data: &data };
+            let x = random_activations(&mut rng, rows * n_in);
+            let mut want = vec![0f32; rows * n_out];
+            matmul_on(Isa::Scalar, &x, rows, &w, &mut want, &mut MatmulScratch::default());
+            for isa in Isa::available() {
+                let mut got = vec![0f32; rows * n_out];
+                matmul_on(isa, &x, rows, &w, &mut got, &mut MatmulScratch::default());
+                let rb = data.len() / n_out;
+                for (i, (g, e)) in got.iter().zip(&want).enumerate() {
+                    let (r, o) = (i / n_out, i % n_out);
+                    let scale = abs_dot(ty, &data[o * rb..(o + 1) * rb], &x[r * n_in..(r + 1) * n_in]);
+                    assert_close(*g, *e, scale, &format!("{isa:?} {ty} {n_in}x{n_out} rows {rows} #{i}"));
+                }
+            }
+        }
+    }
+}
