@@ -1,5 +1,6 @@
 //! The `dllm` command line: thin wrappers over the library.
 
+mod bench;
 mod inspect;
 mod logits;
 mod run;
@@ -24,15 +25,19 @@ enum Command {
     Run(Box<run::Args>),
     /// Write the raw logits of canvas rows to a file (parity checks)
     Logits(logits::Args),
+    /// Measure ms per step, tokens/s, startup, memory and efficiency against the int8 peak
+    Bench(bench::Args),
 }
 
 pub fn main() -> anyhow::Result<()> {
+    let process_start = std::time::Instant::now();
     let cli = Cli::parse();
     match cli.command {
         Some(Command::Inspect(a)) => inspect::run(a),
         Some(Command::Tokenize(a)) => tokenize::run(a),
         Some(Command::Run(a)) => run::run(*a),
         Some(Command::Logits(a)) => logits::run(a),
+        Some(Command::Bench(a)) => bench::run(a, process_start),
         None => {
             use clap::CommandFactory;
             Cli::command().print_help()?;

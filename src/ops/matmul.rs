@@ -103,16 +103,21 @@ fn integer_products<A: Sync>(
 ) {
     let rb = w.row_bytes();
     out_t[..n_rows * w.n_out].par_chunks_mut(TILE * n_rows).enumerate().for_each(|(t, out_t)| {
-        for (j, out_row) in out_t.chunks_exact_mut(n_rows).enumerate() {
-            let o = t * TILE + j;
-            let wrow = &w.data[o * rb..(o + 1) * rb];
-            for (g, out) in out_row.chunks_mut(ROW_GROUP).enumerate() {
-                let mut group: [&[A]; ROW_GROUP] = [&[]; ROW_GROUP];
-                for (i, slot) in group.iter_mut().enumerate().take(out.len()) {
-                    let r = g * ROW_GROUP + i;
-                    *slot = &acts[r * nb..(r + 1) * nb];
-                }
-                dot(wrow, &group[..out.len()], out);
+        let tile_rows = out_t.len() / n_rows;
+        let mut results = [0f32; ROW_GROUP];
+        // Activation groups outside, weight rows inside: a group (ROW_GROUP rows) and the
+        // tile's weight rows both stay in L1 while they are multiplied.
+        for g in 0..n_rows.div_ceil(ROW_GROUP) {
+            let rows = (g * ROW_GROUP..n_rows.min((g + 1) * ROW_GROUP)).len();
+            let mut group: [&[A]; ROW_GROUP] = [&[]; ROW_GROUP];
+            for (i, slot) in group.iter_mut().enumerate().take(rows) {
+                let r = g * ROW_GROUP + i;
+                *slot = &acts[r * nb..(r + 1) * nb];
+            }
+            for j in 0..tile_rows {
+                let o = t * TILE + j;
+                dot(&w.data[o * rb..(o + 1) * rb], &group[..rows], &mut results[..rows]);
+                out_t[j * n_rows + g * ROW_GROUP..][..rows].copy_from_slice(&results[..rows]);
             }
         }
     });

@@ -1,0 +1,126 @@
+//! Benchmark results: what `dllm bench` measures, the files under benches/results, and the
+//! README table rendered from them.
+
+use serde::{Deserialize, Serialize};
+
+use crate::model::ModelConfig;
+
+/// Multiply-adds of one forward pass over `rows` canvas positions with the LM head on
+/// `logit_rows` of them (projections, attention scores and values, output projection).
+pub fn forward_macs(c: &ModelConfig, rows: usize, logit_rows: usize) -> f64 {
+    let (d, kv, ff) = (c.n_embd as f64, (c.n_head_kv * c.head_dim) as f64, c.n_ff as f64);
+    let n = rows as f64;
+    let projections = n * (d * d * 2.0 + d * kv * 2.0 + 3.0 * d * ff);
+    let attention = 2.0 * n * n * d;
+    c.n_layer as f64 * (projections + attention) + logit_rows as f64 * d * c.n_vocab as f64
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Stats {
+    pub median: f64,
+    pub min: f64,
+    pub max: f64,
+}
+
+impl Stats {
+    pub fn of(values: &[f64]) -> Stats {
+        let mut v = values.to_vec();
+        v.sort_by(f64::total_cmp);
+        let median = if v.is_empty() {
+            0.0
+        } else if v.len() % 2 == 1 {
+            v[v.len() / 2]
+        } else {
+            (v[v.len() / 2 - 1] + v[v.len() / 2]) / 2.0
+        };
+        Stats { median, min: v.first().copied().unwrap_or(0.0), max: v.last().copied().unwrap_or(0.0) }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Machine {
+    pub cpu: String,
+    pub flags: Vec<String>,
+    pub isa: String,
+    pub threads: usize,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Settings {
+    pub model: String,
+    pub model_bytes: u64,
+    pub prompt_tokens: usize,
+    pub gen_tokens: usize,
+    pub steps: usize,
+    pub block: usize,
+    pub runs: usize,
+}
+
+/// One `dllm bench --json` result.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct BenchResult {
+    pub machine: Machine,
+    pub commit: Option<String>,
+    pub settings: Settings,
+    pub ms_per_step: Stats,
+    pub forward_ms: Stats,
+    pub sample_ms: Stats,
+    pub tokens_per_s: f64,
+    /// Process start to a loaded model.
+    pub startup_ms: f64,
+    pub peak_rss_bytes: u64,
+    /// The machine's int8 multiply-add peak on the active ISA and threads, measured in the run.
+    pub int8_peak_macs_per_s: f64,
+    /// Multiply-adds per step on average, and their rate during the forward passes.
+    pub macs_per_step: f64,
+    pub forward_macs_per_s: f64,
+    /// forward_macs_per_s / int8_peak_macs_per_s.
+    pub efficiency: f64,
+}
+
+/// The README's CPU benchmark table, one row per result.
+pub fn render_table(results: &[(String, BenchResult)]) -> String {
+    let mut t = String::from(
+        "| result file | model | ISA, threads | canvas | ms/step (median) | forward / sampling ms | tokens/s | startup | peak RSS / file | int8 peak | efficiency |\n|---|---|---|---|---|---|---|---|---|---|---|\n",
+    );
+    for (file, r) in results {
+        let s = &r.settings;
+        t.push_str(&format!(
+            "| {file} | {} | {} x{} | {} + {} tokens, {} steps, block {} | {:.0} | {:.0} / {:.1} | {:.1} | {:.2} s | {:.2} | {:.0} G/s | {:.0}% |\n",
+            s.model,
+            r.machine.isa,
+            r.machine.threads,
+            s.prompt_tokens,
+            s.gen_tokens,
+            s.steps,
+            s.block,
+            r.ms_per_step.median,
+            r.forward_ms.median,
+            r.sample_ms.median,
+            r.tokens_per_s,
+            r.startup_ms / 1e3,
+            r.peak_rss_bytes as f64 / s.model_bytes as f64,
+            r.int8_peak_macs_per_s / 1e9,
+            r.efficiency * 100.0,
+        ));
+    }
+    t
+}
+
+/// Peak resident memory of this process (Linux), if known.
+pub fn peak_rss_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024)
+}
+
+/// The CPU model name (Linux), if known.
+pub fn cpu_name() -> String {
+    std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines().find(|l| l.starts_with("model name")).map(|l| l.split(':').nth(1).unwrap_or("").trim().to_owned())
+        })
+        .unwrap_or_else(|| std::env::consts::ARCH.to_owned())
+}

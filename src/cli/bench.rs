@@ -1,0 +1,139 @@
+//! `dllm bench`: ms per step, tokens/s, startup, peak RSS, forward/sampling split and the
+//! efficiency against the machine's int8 peak, all measured in one run.
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use dllm::bench::{BenchResult, Machine, Settings, Stats, cpu_name, forward_macs, peak_rss_bytes};
+use dllm::cpu::{active_isa, cpu_flags, int8_peak};
+use dllm::engine::{LoadOptions, Session};
+use dllm::sampler::GenerateParams;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// GGUF model file
+    #[arg(short, long)]
+    model: PathBuf,
+    /// Prompt length in tokens (ordinary tokens, no template)
+    #[arg(long, default_value_t = 20)]
+    prompt_tokens: usize,
+    /// Tokens to generate
+    #[arg(long = "gen", default_value_t = 128)]
+    gen_length: usize,
+    /// Denoising steps
+    #[arg(long, default_value_t = 32)]
+    steps: usize,
+    /// LLaDA block length
+    #[arg(long, default_value_t = 32)]
+    block: usize,
+    /// Compute threads [default: physical cores]
+    #[arg(long)]
+    threads: Option<usize>,
+    /// Generations to time
+    #[arg(long, default_value_t = 3)]
+    runs: usize,
+    /// Also write the result as JSON to FILE
+    #[arg(long)]
+    json: Option<PathBuf>,
+}
+
+pub fn run(args: Args, process_start: Instant) -> anyhow::Result<()> {
+    let session = Session::load(&args.model, LoadOptions { threads: args.threads })?;
+    let startup_ms = process_start.elapsed().as_secs_f64() * 1e3;
+    let info = session.info().clone();
+    let c = &info.config;
+    // Ordinary tokens from the middle of the vocabulary: the content does not change the cost.
+    let prompt: Vec<u32> = (0..args.prompt_tokens).map(|i| (1000 + 37 * i) as u32 % c.n_vocab as u32).collect();
+    let params = GenerateParams {
+        gen_length: args.gen_length,
+        steps: args.steps,
+        block_length: if c.family == dllm::model::Family::Llada { args.block } else { args.gen_length },
+        temperature: 0.0,
+        top_p: None,
+        early_stop: false,
+        ..GenerateParams::defaults_for(c.family)
+    };
+    let (mut step_ms, mut forward_ms, mut sample_ms, mut run_s) = (vec![], vec![], vec![], vec![]);
+    let mut macs = 0.0;
+    for run in 0..args.runs {
+        let start = Instant::now();
+        let mut before = prompt.clone();
+        before.resize(prompt.len() + args.gen_length, info.special.mask);
+        let steps_per_block = args.steps / (args.gen_length / params.block_length);
+        let finished = session.generate(prompt.clone(), params.clone())?.wait(|e| {
+            step_ms.push(e.forward_ms + e.sample_ms);
+            forward_ms.push(e.forward_ms);
+            sample_ms.push(e.sample_ms);
+            if run == 0 && e.forwards > 0 {
+                // The sampler asks the LM head only for the masked positions it may commit:
+                // those of the current block (LLaDA) or all masked ones (Dream).
+                let block = e.index / steps_per_block;
+                let range =
+                    prompt.len() + block * params.block_length..prompt.len() + (block + 1) * params.block_length;
+                let rows = before[range].iter().filter(|&&t| t == info.special.mask).count();
+                macs += forward_macs(c, before.len(), rows) * e.forwards as f64;
+            }
+            before.clone_from(&e.canvas);
+        })?;
+        run_s.push(start.elapsed().as_secs_f64());
+        eprintln!("run {}: {} steps in {:.0} ms", run + 1, finished.generated.steps, run_s[run] * 1e3);
+    }
+    let threads = info.threads;
+    let isa = active_isa();
+    let peak = int8_peak(isa, threads, 1.0);
+    let forward = Stats::of(&forward_ms);
+    let macs_per_step = macs / args.steps as f64;
+    let forward_rate = macs_per_step / (forward.median / 1e3);
+    let result = BenchResult {
+        machine: Machine {
+            cpu: cpu_name(),
+            flags: cpu_flags().iter().map(|s| s.to_string()).collect(),
+            isa: isa.name().into(),
+            threads,
+        },
+        commit: git_commit(),
+        settings: Settings {
+            model: args.model.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default(),
+            model_bytes: info.file_bytes,
+            prompt_tokens: args.prompt_tokens,
+            gen_tokens: args.gen_length,
+            steps: args.steps,
+            block: params.block_length,
+            runs: args.runs,
+        },
+        ms_per_step: Stats::of(&step_ms),
+        forward_ms: forward.clone(),
+        sample_ms: Stats::of(&sample_ms),
+        tokens_per_s: args.gen_length as f64 / Stats::of(&run_s).median,
+        startup_ms,
+        peak_rss_bytes: peak_rss_bytes().unwrap_or(0),
+        int8_peak_macs_per_s: peak,
+        macs_per_step,
+        forward_macs_per_s: forward_rate,
+        efficiency: forward_rate / peak,
+    };
+    println!("model        {} ({:.2} GB)", result.settings.model, info.file_bytes as f64 / 1e9);
+    println!("machine      {} [{}], {} x{}", result.machine.cpu, result.machine.flags.join(" "), isa.name(), threads);
+    let s = &result.ms_per_step;
+    println!("ms/step      median {:.1}, min {:.1}, max {:.1}", s.median, s.min, s.max);
+    println!("split        forward {:.1} ms, sampling {:.2} ms (median)", forward.median, result.sample_ms.median);
+    println!("tokens/s     {:.2}", result.tokens_per_s);
+    println!("startup      {:.0} ms (process start to loaded model)", startup_ms);
+    println!(
+        "peak RSS     {:.2} GB ({:.2}x the file)",
+        result.peak_rss_bytes as f64 / 1e9,
+        result.peak_rss_bytes as f64 / info.file_bytes as f64
+    );
+    println!("int8 peak    {:.1} G multiply-adds/s ({} x{})", peak / 1e9, isa.name(), threads);
+    println!("forward      {:.1} G multiply-adds/s = {:.1}% of peak", forward_rate / 1e9, 100.0 * result.efficiency);
+    if let Some(path) = &args.json {
+        std::fs::write(path, serde_json::to_string_pretty(&result)? + "\n")
+            .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;
+    }
+    Ok(())
+}
+
+fn git_commit() -> Option<String> {
+    let out = std::process::Command::new("git").args(["rev-parse", "--short", "HEAD"]).output().ok()?;
+    out.status.success().then(|| String::from_utf8_lossy(&out.stdout).trim().to_owned())
+}
