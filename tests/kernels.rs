@@ -99,11 +99,24 @@ fn whole_products_match_scalar_on_ragged_shapes() {
     for ty in [GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::Q8_0] {
         for (n_in, n_out, rows) in shapes {
             let data = random_weights(&mut rng, ty, n_in, n_out);
-            let w = Matrix { ty, n_in, n_out, data: &data };
+            let w = Matrix { ty, n_in, n_out, data: &data, packed: None };
+            let packed = match ty {
+                GgmlType::Q4_K => Some(dllm::cpu::repack::pack_q4_k(&data, n_in, n_out)),
+                GgmlType::Q6_K => Some(dllm::cpu::repack::pack_q6_k(&data, n_in, n_out)),
+                _ => None,
+            };
             let x = random_activations(&mut rng, rows * n_in);
             let mut want = vec![0f32; rows * n_out];
             matmul_on(Isa::Scalar, &x, rows, &w, &mut want, &mut MatmulScratch::default());
-            for isa in Isa::available() {
+            // Every path, and the AVX2 path also with the interleaved weights (for n_out not a
+            // multiple of 8, the last rows take the unpacked kernel).
+            let runs = Isa::available().into_iter().map(|isa| (isa, w)).chain(
+                packed
+                    .as_ref()
+                    .filter(|_| Isa::Avx2.is_available())
+                    .map(|p| (Isa::Avx2, Matrix { packed: Some(p), ..w })),
+            );
+            for (isa, w) in runs {
                 let mut got = vec![0f32; rows * n_out];
                 matmul_on(isa, &x, rows, &w, &mut got, &mut MatmulScratch::default());
                 let rb = data.len() / n_out;
@@ -111,6 +124,49 @@ fn whole_products_match_scalar_on_ragged_shapes() {
                     let (r, o) = (i / n_out, i % n_out);
                     let scale = abs_dot(ty, &data[o * rb..(o + 1) * rb], &x[r * n_in..(r + 1) * n_in]);
                     assert_close(*g, *e, scale, &format!("{isa:?} {ty} {n_in}x{n_out} rows {rows} #{i}"));
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn packed_kernels_match_scalar() {
+    if !Isa::Avx2.is_available() {
+        eprintln!("skipped: no AVX2 on this machine");
+        return;
+    }
+    let mut rng = ChaCha8Rng::seed_from_u64(3);
+    for ty in [GgmlType::Q4_K, GgmlType::Q6_K] {
+        for (n_in, n_out) in [(256, 8), (3584, 16), (4096, 24)] {
+            let data = random_weights(&mut rng, ty, n_in, n_out);
+            let packed = match ty {
+                GgmlType::Q4_K => dllm::cpu::repack::pack_q4_k(&data, n_in, n_out),
+                _ => dllm::cpu::repack::pack_q6_k(&data, n_in, n_out),
+            };
+            let x = random_activations(&mut rng, ROW_GROUP * n_in);
+            let mut a = vec![BlockQ8K::default(); ROW_GROUP * n_in / 256];
+            quantize_q8_k(&x, &mut a);
+            let rb = data.len() / n_out;
+            for rows in 1..=ROW_GROUP {
+                let acts: Vec<&[BlockQ8K]> = a.chunks(n_in / 256).take(rows).collect();
+                for g in 0..n_out / 8 {
+                    let mut got = vec![[0f32; 8]; rows];
+                    dllm::cpu::gemm_packed(Isa::Avx2, ty, packed.group(g), &acts, &mut got);
+                    for c in 0..8 {
+                        let col = &data[(8 * g + c) * rb..(8 * g + c + 1) * rb];
+                        let mut want = vec![0f32; rows];
+                        dot_rows_q8k(Isa::Scalar, ty, col, &acts, &mut want);
+                        for r in 0..rows {
+                            let scale = abs_dot(ty, col, &x[r * n_in..(r + 1) * n_in]);
+                            assert_close(
+                                got[r][c],
+                                want[r],
+                                scale,
+                                &format!("packed {ty} {n_in} group {g} col {c} row {r}"),
+                            );
+                        }
+                    }
                 }
             }
         }

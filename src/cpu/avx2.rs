@@ -211,3 +211,118 @@ pub unsafe fn dot_q8_0<const R: usize>(w: &[u8], a: &[&[BlockQ8_0]; R]) -> [f32;
         out
     }
 }
+
+/// Eight interleaved Q4_K columns (`cpu::repack` layout, one group) against R activation rows:
+/// `out[r][c] = dot(column c, a[r])`. Within a sub-block the byte products of four chunks are
+/// summed in i16 (at most 8 x 2 x 15 x 127 = 30480, no overflow) before one `vpmaddwd` applies
+/// the eight columns' scales.
+#[target_feature(enable = "avx2,fma")]
+pub unsafe fn gemm_q4_k_x8<const R: usize>(group: &[u8], a: &[&[BlockQ8K]; R]) -> [[f32; 8]; R] {
+    use super::repack::{Q4_K_GROUP_BLOCK, q4k_layout as l};
+    unsafe {
+        let m4 = _mm256_set1_epi8(0x0F);
+        let mut sum = [_mm256_setzero_ps(); R];
+        for (b, blk) in group.chunks_exact(Q4_K_GROUP_BLOCK).enumerate() {
+            let p = blk.as_ptr();
+            let mut acc = [_mm256_setzero_si256(); R];
+            for j in 0..8 {
+                let s8 = _mm_loadl_epi64(p.add(l::SCALES + 8 * j) as *const __m128i);
+                let scales = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(s8, s8));
+                let mut acc16 = [_mm256_setzero_si256(); R];
+                for k in 0..4 {
+                    let q = load(p.add(l::QS + 128 * j + 32 * k));
+                    let lo = _mm256_and_si256(q, m4);
+                    let hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+                    let v = 32 * j + 8 * k;
+                    for r in 0..R {
+                        let y = a[r].get_unchecked(b).qs.as_ptr().add(v);
+                        let a_lo = _mm256_set1_epi32((y as *const i32).read_unaligned());
+                        let a_hi = _mm256_set1_epi32((y.add(4) as *const i32).read_unaligned());
+                        let s = _mm256_add_epi16(_mm256_maddubs_epi16(lo, a_lo), _mm256_maddubs_epi16(hi, a_hi));
+                        acc16[r] = _mm256_add_epi16(acc16[r], s);
+                    }
+                }
+                for r in 0..R {
+                    acc[r] = _mm256_add_epi32(acc[r], _mm256_madd_epi16(acc16[r], scales));
+                }
+            }
+            let d = _mm256_loadu_ps(p.add(l::D) as *const f32);
+            let dmin = _mm256_loadu_ps(p.add(l::DMIN) as *const f32);
+            for r in 0..R {
+                let y = a[r].get_unchecked(b);
+                let mut mins = _mm256_setzero_si256();
+                for pair in 0..4 {
+                    let m = _mm256_cvtepu8_epi16(_mm_loadu_si128(p.add(l::MINS + 16 * pair) as *const __m128i));
+                    let s0 = y.bsums[4 * pair] + y.bsums[4 * pair + 1];
+                    let s1 = y.bsums[4 * pair + 2] + y.bsums[4 * pair + 3];
+                    let both = (s0 as u16 as u32 | ((s1 as u16 as u32) << 16)) as i32;
+                    mins = _mm256_add_epi32(mins, _mm256_madd_epi16(m, _mm256_set1_epi32(both)));
+                }
+                let da = _mm256_set1_ps(y.d);
+                sum[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[r]), _mm256_mul_ps(d, da), sum[r]);
+                sum[r] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(mins), _mm256_mul_ps(dmin, da), sum[r]);
+            }
+        }
+        let mut out = [[0f32; 8]; R];
+        for r in 0..R {
+            _mm256_storeu_ps(out[r].as_mut_ptr(), sum[r]);
+        }
+        out
+    }
+}
+
+/// Eight interleaved Q6_K columns (`cpu::repack` layout, one group) against R activation rows.
+/// Each chunk's two byte products (at most 2 x 2 x 63 x 127 = 32004) are summed in i16, then
+/// scaled; the +32 storage offset is removed once per block with the activation sums.
+#[target_feature(enable = "avx2,fma")]
+pub unsafe fn gemm_q6_k_x8<const R: usize>(group: &[u8], a: &[&[BlockQ8K]; R]) -> [[f32; 8]; R] {
+    use super::repack::{Q6_K_GROUP_BLOCK, q6k_layout as l};
+    unsafe {
+        let m4 = _mm256_set1_epi8(0x0F);
+        let m3 = _mm256_set1_epi8(3);
+        let mut sum = [_mm256_setzero_ps(); R];
+        for (b, blk) in group.chunks_exact(Q6_K_GROUP_BLOCK).enumerate() {
+            let p = blk.as_ptr();
+            let mut acc = [_mm256_setzero_si256(); R];
+            for g in 0..16 {
+                let s8 = _mm_loadl_epi64(p.add(l::SCALES + 8 * g) as *const __m128i);
+                let scales = _mm256_cvtepi8_epi16(_mm_unpacklo_epi8(s8, s8));
+                let high = load(p.add(l::HI + 32 * g));
+                for t in 0..2 {
+                    let k = 2 * g + t;
+                    let low = load(p.add(l::LO + 32 * k));
+                    let h = _mm256_srl_epi16(high, _mm_cvtsi32_si128(4 * t as i32));
+                    let lo = _mm256_or_si256(_mm256_and_si256(low, m4), _mm256_slli_epi16(_mm256_and_si256(h, m3), 4));
+                    let hi = _mm256_or_si256(
+                        _mm256_and_si256(_mm256_srli_epi16(low, 4), m4),
+                        _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 2), m3), 4),
+                    );
+                    for r in 0..R {
+                        let y = a[r].get_unchecked(b).qs.as_ptr().add(8 * k);
+                        let a_lo = _mm256_set1_epi32((y as *const i32).read_unaligned());
+                        let a_hi = _mm256_set1_epi32((y.add(4) as *const i32).read_unaligned());
+                        let s = _mm256_add_epi16(_mm256_maddubs_epi16(lo, a_lo), _mm256_maddubs_epi16(hi, a_hi));
+                        acc[r] = _mm256_add_epi32(acc[r], _mm256_madd_epi16(s, scales));
+                    }
+                }
+            }
+            let d = _mm256_loadu_ps(p.add(l::D) as *const f32);
+            for r in 0..R {
+                let y = a[r].get_unchecked(b);
+                let mut offset = _mm256_setzero_si256();
+                for pair in 0..8 {
+                    let sc = _mm256_cvtepi8_epi16(_mm_loadu_si128(p.add(l::SCALE_PAIRS + 16 * pair) as *const __m128i));
+                    let both = (y.bsums[2 * pair] as u16 as u32 | ((y.bsums[2 * pair + 1] as u16 as u32) << 16)) as i32;
+                    offset = _mm256_add_epi32(offset, _mm256_madd_epi16(sc, _mm256_set1_epi32(both)));
+                }
+                let acc = _mm256_sub_epi32(acc[r], _mm256_slli_epi32(offset, 5));
+                sum[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc), _mm256_mul_ps(d, _mm256_set1_ps(y.d)), sum[r]);
+            }
+        }
+        let mut out = [[0f32; 8]; R];
+        for r in 0..R {
+            _mm256_storeu_ps(out[r].as_mut_ptr(), sum[r]);
+        }
+        out
+    }
+}

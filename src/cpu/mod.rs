@@ -6,7 +6,8 @@ mod avx2;
 mod features;
 mod peak;
 mod qgemm;
+pub mod repack;
 
 pub use features::{Isa, active_isa, cpu_flags};
 pub use peak::int8_peak;
-pub use qgemm::{ROW_GROUP, dot_rows_q8_0, dot_rows_q8k};
+pub use qgemm::{ROW_GROUP, dot_rows_q8_0, dot_rows_q8k, gemm_packed};

@@ -70,3 +70,24 @@ pub fn dot_rows_q8_0(isa: Isa, w: &[u8], acts: &[&[BlockQ8_0]], out: &mut [f32])
         }
     }
 }
+
+/// `out[r][c] = dot(column c of a packed group, acts[r])` for up to `ROW_GROUP` rows, on a
+/// Q4_K or Q6_K group in the `cpu::repack` layout. Only the AVX2 path has packed kernels; the
+/// scalar reference for the same product is `dot_rows_q8k` on the unpacked rows.
+pub fn gemm_packed(isa: Isa, ty: GgmlType, group: &[u8], acts: &[&[BlockQ8K]], out: &mut [[f32; super::repack::COLS]]) {
+    use super::repack::{Q4_K_GROUP_BLOCK, Q6_K_GROUP_BLOCK};
+    assert!(isa.is_available() && isa == Isa::Avx2, "packed kernels run on AVX2");
+    assert!(acts.len() <= ROW_GROUP && out.len() == acts.len());
+    let block = match ty {
+        GgmlType::Q4_K => Q4_K_GROUP_BLOCK,
+        GgmlType::Q6_K => Q6_K_GROUP_BLOCK,
+        _ => panic!("no packed kernel for {ty}"),
+    };
+    let nb = group.len() / block;
+    assert!(group.len().is_multiple_of(block) && acts.iter().all(|a| a.len() == nb));
+    #[cfg(target_arch = "x86_64")]
+    match ty {
+        GgmlType::Q4_K => by_rows!(gemm_q4_k_x8, group, acts, out),
+        _ => by_rows!(gemm_q6_k_x8, group, acts, out),
+    }
+}

@@ -254,6 +254,26 @@ impl GgufFile {
         self.data_range(t.offset, t.n_bytes)
     }
 
+    /// Tells the OS that the mapped pages of `offset..offset + n_bytes` are not needed now
+    /// (after the weights there were copied into another layout). They are read again from
+    /// the file if touched later; nothing changes for in-memory images.
+    pub fn release(&self, offset: u64, n_bytes: u64) {
+        #[cfg(unix)]
+        if let Bytes::Mapped(m) = &self.bytes {
+            // Only whole pages inside the range may be dropped.
+            let page = 4096u64;
+            let start = offset.div_ceil(page) * page;
+            let end = (offset + n_bytes) / page * page;
+            if end > start {
+                // SAFETY: the map is private and read-only and the file is not modified, so
+                // dropped pages read back from the file with the same contents when touched.
+                let _ = unsafe {
+                    m.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, start as usize, (end - start) as usize)
+                };
+            }
+        }
+    }
+
     /// `n_bytes` bytes at absolute `offset`: a tensor's data or part of it. Tensor ranges
     /// were checked against the file length in `parse`; other ranges panic when outside it.
     pub fn data_range(&self, offset: u64, n_bytes: u64) -> &[u8] {

@@ -4,12 +4,15 @@ use std::sync::Arc;
 
 use super::weights::{MatrixRef, Weights};
 use super::{Forward, ModelConfig, ModelError};
+use crate::cpu::repack::{COLS, pack_q4_k, pack_q6_k};
+use crate::cpu::{Isa, active_isa};
 use crate::gguf::GgufFile;
 use crate::ops::attention::{AttentionScratch, AttentionShape, attention};
 use crate::ops::matmul::{MatmulScratch, grow, matmul};
 use crate::ops::norm::rms_norm;
 use crate::ops::rope::RopeTable;
 use crate::ops::swiglu;
+use crate::quant::GgmlType;
 
 /// Activations and work buffers, sized for the largest canvas seen and then reused.
 #[derive(Default)]
@@ -39,7 +42,10 @@ pub struct CpuModel {
 impl CpuModel {
     pub fn load(gguf: Arc<GgufFile>) -> Result<CpuModel, ModelError> {
         let config = ModelConfig::from_gguf(&gguf)?;
-        let weights = Weights::locate(&gguf, &config)?;
+        let mut weights = Weights::locate(&gguf, &config)?;
+        if active_isa() == Isa::Avx2 {
+            pack_for_kernels(&gguf, &mut weights);
+        }
         Ok(CpuModel { gguf, config, weights, scratch: Scratch::default() })
     }
 
@@ -62,6 +68,28 @@ impl CpuModel {
         };
         grow(out, n_rows * m.n_out);
         matmul(&x[..n_rows * m.n_in], n_rows, &m, &mut out[..n_rows * m.n_out], &mut s.matmul);
+    }
+}
+
+/// Copies every Q4_K and Q6_K product matrix into the interleaved layout of the AVX2 kernels
+/// and lets the OS drop the mapped pages it came from (the embedding table, read row by row,
+/// stays).
+fn pack_for_kernels(gguf: &GgufFile, weights: &mut Weights) {
+    let embd_offset = weights.token_embd.offset;
+    for m in weights.products_mut() {
+        let pack = match m.ty {
+            GgmlType::Q4_K => pack_q4_k,
+            GgmlType::Q6_K => pack_q6_k,
+            _ => continue,
+        };
+        if m.n_out >= COLS {
+            let packed = pack(gguf.data_range(m.offset as u64, m.n_bytes as u64), m.n_in, m.n_out);
+            if m.offset != embd_offset {
+                let packed_bytes = (packed.n_groups * COLS * m.n_bytes / m.n_out) as u64;
+                gguf.release(m.offset as u64, packed_bytes);
+            }
+            m.packed = Some(Arc::new(packed));
+        }
     }
 }
 
@@ -126,8 +154,15 @@ impl Forward for CpuModel {
         }
         for l in 0..c.n_layer {
             let layer = &self.weights.layers[l];
-            let (wq, wk, wv, wo, gate, up, down) =
-                (layer.wq, layer.wk, layer.wv, layer.wo, layer.gate, layer.up, layer.down);
+            let (wq, wk, wv, wo, gate, up, down) = (
+                layer.wq.clone(),
+                layer.wk.clone(),
+                layer.wv.clone(),
+                layer.wo.clone(),
+                layer.gate.clone(),
+                layer.up.clone(),
+                layer.down.clone(),
+            );
             let s = &mut self.scratch;
             rms_norm(&s.x[..n * d], &layer.attn_norm, c.rms_eps, &mut s.h[..n * d]);
             self.linear(Buf::H, wq, n, Buf::Q);

@@ -2,25 +2,30 @@
 //! present, of a supported type, of the expected shape. Matrices stay in the memory map;
 //! small vectors (norm weights, biases) are dequantized to f32.
 
+use std::sync::Arc;
+
+use crate::cpu::repack::Packed;
 use crate::gguf::{GgufFile, TensorInfo};
 use crate::model::{ModelConfig, ModelError};
 use crate::ops::matmul::Matrix;
 use crate::quant::dequantize;
 
-/// Where a weight matrix lives in the file.
-#[derive(Clone, Copy, Debug)]
+/// Where a weight matrix lives in the file, and its interleaved copy when the CPU kernels
+/// use one.
+#[derive(Clone)]
 pub struct MatrixRef {
     pub ty: crate::quant::GgmlType,
     pub n_in: usize,
     pub n_out: usize,
     pub offset: usize,
     pub n_bytes: usize,
+    pub packed: Option<Arc<Packed>>,
 }
 
 impl MatrixRef {
-    pub fn view<'a>(&self, gguf: &'a GgufFile) -> Matrix<'a> {
+    pub fn view<'a>(&'a self, gguf: &'a GgufFile) -> Matrix<'a> {
         let data = gguf.data_range(self.offset as u64, self.n_bytes as u64);
-        Matrix { ty: self.ty, n_in: self.n_in, n_out: self.n_out, data }
+        Matrix { ty: self.ty, n_in: self.n_in, n_out: self.n_out, data, packed: self.packed.as_deref() }
     }
 }
 
@@ -72,7 +77,14 @@ impl Weights {
             if t.dims != [n_in as u64, n_out as u64] {
                 return Err(shape_err(t, vec![n_in, n_out]));
             }
-            Ok(MatrixRef { ty: t.ty, n_in, n_out, offset: t.offset as usize, n_bytes: t.n_bytes as usize })
+            Ok(MatrixRef {
+                ty: t.ty,
+                n_in,
+                n_out,
+                offset: t.offset as usize,
+                n_bytes: t.n_bytes as usize,
+                packed: None,
+            })
         };
         let vector = |name: &str, n: usize| -> Result<Vec<f32>, ModelError> {
             let t = find(name)?;
@@ -114,8 +126,19 @@ impl Weights {
         }
         let output = match gguf.tensor("output.weight") {
             Some(_) => matrix("output.weight", d, c.n_vocab)?,
-            None => token_embd,
+            None => token_embd.clone(),
         };
         Ok(Weights { token_embd, layers, output_norm: vector("output_norm.weight", d)?, output })
+    }
+}
+
+impl Weights {
+    /// The matrices the forward pass multiplies with (not the embedding table, which is only
+    /// read row by row, unless it doubles as the LM head).
+    pub fn products_mut(&mut self) -> impl Iterator<Item = &mut MatrixRef> {
+        self.layers
+            .iter_mut()
+            .flat_map(|l| [&mut l.wq, &mut l.wk, &mut l.wv, &mut l.wo, &mut l.gate, &mut l.up, &mut l.down])
+            .chain(std::iter::once(&mut self.output))
     }
 }

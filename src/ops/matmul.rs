@@ -8,20 +8,23 @@ use std::sync::Mutex;
 
 use rayon::prelude::*;
 
-use crate::cpu::{Isa, ROW_GROUP, active_isa, dot_rows_q8_0, dot_rows_q8k};
+use crate::cpu::repack::{COLS, Packed};
+use crate::cpu::{Isa, ROW_GROUP, active_isa, dot_rows_q8_0, dot_rows_q8k, gemm_packed};
 use crate::quant::q8::{BlockQ8_0, BlockQ8K, quantize_q8_0, quantize_q8_k};
 use crate::quant::{DequantError, GgmlType, dequantize};
 
 /// Weight rows dequantized together; a tile is reused against every activation row.
 const TILE: usize = 8;
 
-/// A weight matrix as stored in GGUF: `n_out` rows of `n_in` values of type `ty`.
+/// A weight matrix as stored in GGUF: `n_out` rows of `n_in` values of type `ty`, and its
+/// interleaved copy (`cpu::repack`) when the kernels use one.
 #[derive(Clone, Copy)]
 pub struct Matrix<'a> {
     pub ty: GgmlType,
     pub n_in: usize,
     pub n_out: usize,
     pub data: &'a [u8],
+    pub packed: Option<&'a Packed>,
 }
 
 impl Matrix<'_> {
@@ -68,9 +71,15 @@ pub fn matmul_on(isa: Isa, x: &[f32], n_rows: usize, w: &Matrix, out: &mut [f32]
             }
             let acts = &mut scratch.q8k[..n_rows * nb];
             acts.par_chunks_mut(nb).zip(x.par_chunks(n_in)).for_each(|(a, xr)| quantize_q8_k(xr, a));
+            let acts = &scratch.q8k[..n_rows * nb];
+            let mut first_col = 0;
+            if let (Isa::Avx2, Some(packed)) = (isa, w.packed) {
+                packed_products(packed, n_rows, acts, nb, isa, &mut scratch.out_t);
+                first_col = packed.n_groups * COLS;
+            }
             let ty = w.ty;
             let dot = move |wr: &[u8], a: &[&[BlockQ8K]], o: &mut [f32]| dot_rows_q8k(isa, ty, wr, a, o);
-            integer_products(w, n_rows, &scratch.q8k[..n_rows * nb], nb, dot, &mut scratch.out_t);
+            integer_products(w, first_col, n_rows, acts, nb, dot, &mut scratch.out_t);
         }
         GgmlType::Q8_0 => {
             let nb = n_in / 32;
@@ -80,7 +89,7 @@ pub fn matmul_on(isa: Isa, x: &[f32], n_rows: usize, w: &Matrix, out: &mut [f32]
             let acts = &mut scratch.q8_0[..n_rows * nb];
             acts.par_chunks_mut(nb).zip(x.par_chunks(n_in)).for_each(|(a, xr)| quantize_q8_0(xr, a));
             let dot = move |wr: &[u8], a: &[&[BlockQ8_0]], o: &mut [f32]| dot_rows_q8_0(isa, wr, a, o);
-            integer_products(w, n_rows, &scratch.q8_0[..n_rows * nb], nb, dot, &mut scratch.out_t);
+            integer_products(w, 0, n_rows, &scratch.q8_0[..n_rows * nb], nb, dot, &mut scratch.out_t);
         }
         _ => dequantized_products(x, n_rows, w, scratch),
     }
@@ -91,10 +100,32 @@ pub fn matmul_on(isa: Isa, x: &[f32], n_rows: usize, w: &Matrix, out: &mut [f32]
     }
 }
 
-/// `out_t[o][r] = dot(w[o], acts[r])` over quantized activations (`nb` blocks per row),
-/// `ROW_GROUP` activation rows per kernel call.
+/// `out_t[o][r] = dot(w[o], acts[r])` for the interleaved groups of a packed matrix.
+fn packed_products(packed: &Packed, n_rows: usize, acts: &[BlockQ8K], nb: usize, isa: Isa, out_t: &mut [f32]) {
+    out_t[..packed.n_groups * COLS * n_rows].par_chunks_mut(COLS * n_rows).enumerate().for_each(|(g, out_t)| {
+        let group_data = packed.group(g);
+        let mut results = [[0f32; COLS]; ROW_GROUP];
+        for first in (0..n_rows).step_by(ROW_GROUP) {
+            let rows = ROW_GROUP.min(n_rows - first);
+            let mut group: [&[BlockQ8K]; ROW_GROUP] = [&[]; ROW_GROUP];
+            for (i, slot) in group.iter_mut().enumerate().take(rows) {
+                *slot = &acts[(first + i) * nb..(first + i + 1) * nb];
+            }
+            gemm_packed(isa, packed.ty, group_data, &group[..rows], &mut results[..rows]);
+            for (i, res) in results[..rows].iter().enumerate() {
+                for (c, v) in res.iter().enumerate() {
+                    out_t[c * n_rows + first + i] = *v;
+                }
+            }
+        }
+    });
+}
+
+/// `out_t[o][r] = dot(w[o], acts[r])` for the rows `o >= first_col` over quantized activations
+/// (`nb` blocks per row), `ROW_GROUP` activation rows per kernel call.
 fn integer_products<A: Sync>(
     w: &Matrix,
+    first_col: usize,
     n_rows: usize,
     acts: &[A],
     nb: usize,
@@ -102,7 +133,7 @@ fn integer_products<A: Sync>(
     out_t: &mut [f32],
 ) {
     let rb = w.row_bytes();
-    out_t[..n_rows * w.n_out].par_chunks_mut(TILE * n_rows).enumerate().for_each(|(t, out_t)| {
+    out_t[first_col * n_rows..n_rows * w.n_out].par_chunks_mut(TILE * n_rows).enumerate().for_each(|(t, out_t)| {
         let tile_rows = out_t.len() / n_rows;
         let mut results = [0f32; ROW_GROUP];
         // Activation groups outside, weight rows inside: a group (ROW_GROUP rows) and the
@@ -115,7 +146,7 @@ fn integer_products<A: Sync>(
                 *slot = &acts[r * nb..(r + 1) * nb];
             }
             for j in 0..tile_rows {
-                let o = t * TILE + j;
+                let o = first_col + t * TILE + j;
                 dot(&w.data[o * rb..(o + 1) * rb], &group[..rows], &mut results[..rows]);
                 out_t[j * n_rows + g * ROW_GROUP..][..rows].copy_from_slice(&results[..rows]);
             }
@@ -180,7 +211,7 @@ mod tests {
         let x: Vec<f32> = (0..n_rows * n_in).map(|i| (i as f32 * 0.37).sin()).collect();
         let wv: Vec<f32> = (0..n_out * n_in).map(|i| (i as f32 * 0.11).cos()).collect();
         let bytes: Vec<u8> = wv.iter().flat_map(|v| v.to_le_bytes()).collect();
-        let w = Matrix { ty: GgmlType::F32, n_in, n_out, data: &bytes };
+        let w = Matrix { ty: GgmlType::F32, n_in, n_out, data: &bytes, packed: None };
         let mut out = vec![0.0; n_rows * n_out];
         matmul(&x, n_rows, &w, &mut out, &mut MatmulScratch::default());
         for r in 0..n_rows {

@@ -1,0 +1,66 @@
+//! The quantized GEMM on every LLaDA-8B and Dream-7B projection shape, at canvases of 148 and
+//! 512 rows, on each instruction set this machine runs; and the int8 peak of each, so that
+//! throughput reads as a fraction of it. `cargo bench --bench gemm`.
+//!
+//! Throughput is reported as items/s where one item is one multiply-add.
+
+use divan::counter::ItemsCount;
+use dllm::cpu::{Isa, int8_peak};
+use dllm::ops::matmul::{MatmulScratch, Matrix, matmul_on};
+use dllm::quant::GgmlType;
+
+fn main() {
+    let threads = rayon::current_num_threads();
+    for isa in Isa::available() {
+        eprintln!("int8 peak, {} x{threads}: {:.1} G multiply-adds/s", isa.name(), int8_peak(isa, threads, 1.0) / 1e9);
+    }
+    divan::main();
+}
+
+/// (name, n_in, n_out, weight type as in a Q4_K_M file)
+const SHAPES: &[(&str, usize, usize, GgmlType)] = &[
+    ("llada.attn_qkvo 4096x4096", 4096, 4096, GgmlType::Q4_K),
+    ("llada.ffn_gate_up 4096x12288", 4096, 12288, GgmlType::Q4_K),
+    ("llada.ffn_down 12288x4096", 12288, 4096, GgmlType::Q6_K),
+    ("dream.attn_qo 3584x3584", 3584, 3584, GgmlType::Q4_K),
+    ("dream.attn_kv 3584x512", 3584, 512, GgmlType::Q4_K),
+    ("dream.ffn_gate_up 3584x18944", 3584, 18944, GgmlType::Q4_K),
+    ("dream.ffn_down 18944x3584", 18944, 3584, GgmlType::Q6_K),
+];
+
+fn isa_named(name: &str) -> Option<Isa> {
+    Isa::available().into_iter().find(|i| i.name() == name)
+}
+
+#[divan::bench(args = SHAPES.iter().map(|s| s.0), consts = [148, 512], sample_count = 3, sample_size = 1)]
+fn avx2<const ROWS: usize>(bencher: divan::Bencher, shape: &str) {
+    run(bencher, shape, ROWS, "avx2");
+}
+
+#[divan::bench(args = SHAPES.iter().map(|s| s.0), consts = [148, 512], sample_count = 2, sample_size = 1)]
+fn scalar<const ROWS: usize>(bencher: divan::Bencher, shape: &str) {
+    run(bencher, shape, ROWS, "scalar");
+}
+
+fn run(bencher: divan::Bencher, shape: &str, rows: usize, isa: &str) {
+    let Some(isa) = isa_named(isa) else {
+        eprintln!("{isa}: not available on this machine, skipped");
+        return;
+    };
+    let &(_, n_in, n_out, ty) = SHAPES.iter().find(|s| s.0 == shape).unwrap();
+    let data: Vec<u8> =
+        (0..n_in / 256 * n_out * ty.type_size()).map(|i| (i.wrapping_mul(2654435761) >> 13) as u8 & 0x3f).collect();
+    // The AVX2 path runs on the interleaved layout the model loader builds.
+    let packed = match (isa, ty) {
+        (Isa::Avx2, GgmlType::Q4_K) => Some(dllm::cpu::repack::pack_q4_k(&data, n_in, n_out)),
+        (Isa::Avx2, GgmlType::Q6_K) => Some(dllm::cpu::repack::pack_q6_k(&data, n_in, n_out)),
+        _ => None,
+    };
+    let w = Matrix { ty, n_in, n_out, data: &data, packed: packed.as_ref() };
+    let x: Vec<f32> = (0..rows * n_in).map(|i| ((i % 97) as f32 - 48.0) / 16.0).collect();
+    let mut out = vec![0f32; rows * n_out];
+    let mut scratch = MatmulScratch::default();
+    bencher
+        .counter(ItemsCount::new(rows * n_in * n_out))
+        .bench_local(|| matmul_on(isa, &x, rows, &w, &mut out, &mut scratch));
+}
