@@ -16,8 +16,11 @@
 //! and v+4+i of column c (chunk 2m in bits 0..4, chunk 2m+1 in bits 4..8). Weights are stored
 //! as in the file, 0..63 standing for -32..31.
 
+use std::ops::Range;
+
 use rayon::prelude::*;
 
+use crate::quant::GgmlType;
 use crate::quant::blocks::{QK_K, f16_at, q4_k, q6_k, scale_min_k4};
 
 /// Columns interleaved in one group.
@@ -44,7 +47,7 @@ pub mod q4k_layout {
 
 /// Weights of a matrix in the interleaved layout, for its first `n_groups * COLS` rows.
 pub struct Packed {
-    pub ty: crate::quant::GgmlType,
+    pub ty: GgmlType,
     pub n_groups: usize,
     pub blocks_per_row: usize,
     pub data: Vec<u8>,
@@ -60,85 +63,104 @@ impl Packed {
 
 /// Interleaves a Q4_K matrix of `n_out` rows of `n_in` values (`data` as in the file).
 pub fn pack_q4_k(data: &[u8], n_in: usize, n_out: usize) -> Packed {
-    let nb = n_in / QK_K;
-    let n_groups = n_out / COLS;
-    let row_bytes = nb * q4_k::SIZE;
-    let group_bytes = nb * Q4_K_GROUP_BLOCK;
-    let mut out = vec![0u8; n_groups * group_bytes];
-    out.par_chunks_mut(group_bytes).enumerate().for_each(|(g, dst)| {
-        for b in 0..nb {
-            let dst = &mut dst[b * Q4_K_GROUP_BLOCK..(b + 1) * Q4_K_GROUP_BLOCK];
-            for c in 0..COLS {
-                let blk = &data[(g * COLS + c) * row_bytes + b * q4_k::SIZE..][..q4_k::SIZE];
-                let (d, dmin) = (f16_at(blk, q4_k::D), f16_at(blk, q4_k::DMIN));
-                dst[q4k_layout::D + 4 * c..][..4].copy_from_slice(&d.to_le_bytes());
-                dst[q4k_layout::DMIN + 4 * c..][..4].copy_from_slice(&dmin.to_le_bytes());
-                let packed_scales = &blk[q4_k::SCALES..q4_k::SCALES + 12];
-                for j in 0..8 {
-                    let (sc, m) = scale_min_k4(j, packed_scales);
-                    dst[q4k_layout::SCALES + 8 * j + c] = sc;
-                    dst[q4k_layout::MINS + 16 * (j / 2) + 2 * c + j % 2] = m;
-                }
-                // Value v of the block: sub-block j = v / 32 sits in qs[32 * (j / 2) ..] as the
-                // low (even j) or high (odd j) nibbles.
-                let nibble = |v: usize| {
-                    let (j, l) = (v / 32, v % 32);
-                    let byte = blk[q4_k::QS + 32 * (j / 2) + l];
-                    if j % 2 == 0 { byte & 0xF } else { byte >> 4 }
-                };
-                for j in 0..8 {
-                    for k in 0..4 {
-                        let v = 32 * j + 8 * k;
-                        let chunk = &mut dst[q4k_layout::QS + 128 * j + 32 * k..][..32];
-                        for i in 0..4 {
-                            chunk[4 * c + i] = nibble(v + i) | (nibble(v + 4 + i) << 4);
-                        }
-                    }
-                }
-            }
-        }
-    });
-    Packed { ty: crate::quant::GgmlType::Q4_K, n_groups, blocks_per_row: nb, data: out }
+    pack(GgmlType::Q4_K, data, n_in, n_out, |_| {})
 }
 
 /// Interleaves a Q6_K matrix of `n_out` rows of `n_in` values (`data` as in the file).
 pub fn pack_q6_k(data: &[u8], n_in: usize, n_out: usize) -> Packed {
-    use q6k_layout as l;
+    pack(GgmlType::Q6_K, data, n_in, n_out, |_| {})
+}
+
+/// Rows packed per slice: `done(rows)` is called after each slice, so that the caller can
+/// release the source pages of those rows before the next slice is read (peak memory stays
+/// near one copy of the weights).
+const SLICE_GROUPS: usize = 512;
+
+/// Interleaves a Q4_K or Q6_K matrix, reporting progress to `done` after each slice of rows.
+pub fn pack(ty: GgmlType, data: &[u8], n_in: usize, n_out: usize, mut done: impl FnMut(Range<usize>)) -> Packed {
+    let (group_block, pack_group): (usize, fn(&[u8], usize, usize, &mut [u8])) = match ty {
+        GgmlType::Q4_K => (Q4_K_GROUP_BLOCK, pack_group_q4_k),
+        GgmlType::Q6_K => (Q6_K_GROUP_BLOCK, pack_group_q6_k),
+        _ => panic!("no interleaved layout for {ty}"),
+    };
     let nb = n_in / QK_K;
     let n_groups = n_out / COLS;
-    let row_bytes = nb * q6_k::SIZE;
-    let group_bytes = nb * Q6_K_GROUP_BLOCK;
+    let group_bytes = nb * group_block;
+    let row_bytes = data.len() / n_out;
     let mut out = vec![0u8; n_groups * group_bytes];
-    out.par_chunks_mut(group_bytes).enumerate().for_each(|(g, dst)| {
-        for b in 0..nb {
-            let dst = &mut dst[b * Q6_K_GROUP_BLOCK..(b + 1) * Q6_K_GROUP_BLOCK];
-            for c in 0..COLS {
-                let blk = &data[(g * COLS + c) * row_bytes + b * q6_k::SIZE..][..q6_k::SIZE];
-                dst[l::D + 4 * c..][..4].copy_from_slice(&f16_at(blk, q6_k::D).to_le_bytes());
-                for s in 0..16 {
-                    let sc = blk[q6_k::SCALES + s];
-                    dst[l::SCALES + 8 * s + c] = sc;
-                    dst[l::SCALE_PAIRS + 16 * (s / 2) + 2 * c + s % 2] = sc;
-                }
-                // Value v: half n, group of 32 within the half, position within the group.
-                let value = |v: usize| {
-                    let (n, l) = (v / 128, v % 128);
-                    let (q, li) = (l / 32, l % 32);
-                    let ql = blk[q6_k::QL + 64 * n + 32 * (q % 2) + li];
-                    let low = if q < 2 { ql & 0xF } else { ql >> 4 };
-                    let high = (blk[q6_k::QH + 32 * n + li] >> (2 * q)) & 3;
-                    (low, high)
-                };
-                for k in 0..32 {
-                    for i in 0..4 {
-                        let (lo0, hi0) = value(8 * k + i);
-                        let (lo1, hi1) = value(8 * k + 4 + i);
-                        dst[l::LO + 32 * k + 4 * c + i] = lo0 | (lo1 << 4);
-                        dst[l::HI + 32 * (k / 2) + 4 * c + i] |= (hi0 | (hi1 << 2)) << (4 * (k % 2));
+    for (s, slice) in out.chunks_mut(SLICE_GROUPS * group_bytes).enumerate() {
+        let first = s * SLICE_GROUPS;
+        slice.par_chunks_mut(group_bytes).enumerate().for_each(|(i, dst)| {
+            let g = first + i;
+            pack_group(&data[g * COLS * row_bytes..(g + 1) * COLS * row_bytes], nb, row_bytes, dst);
+        });
+        done(first * COLS..(first * COLS + slice.len() / group_bytes * COLS));
+    }
+    Packed { ty, n_groups, blocks_per_row: nb, data: out }
+}
+
+/// One group of Q4_K: `src` holds the group's 8 rows as in the file.
+fn pack_group_q4_k(src: &[u8], nb: usize, row_bytes: usize, dst: &mut [u8]) {
+    for b in 0..nb {
+        let dst = &mut dst[b * Q4_K_GROUP_BLOCK..(b + 1) * Q4_K_GROUP_BLOCK];
+        for c in 0..COLS {
+            let blk = &src[c * row_bytes + b * q4_k::SIZE..][..q4_k::SIZE];
+            let (d, dmin) = (f16_at(blk, q4_k::D), f16_at(blk, q4_k::DMIN));
+            dst[q4k_layout::D + 4 * c..][..4].copy_from_slice(&d.to_le_bytes());
+            dst[q4k_layout::DMIN + 4 * c..][..4].copy_from_slice(&dmin.to_le_bytes());
+            let packed_scales = &blk[q4_k::SCALES..q4_k::SCALES + 12];
+            for j in 0..8 {
+                let (sc, m) = scale_min_k4(j, packed_scales);
+                dst[q4k_layout::SCALES + 8 * j + c] = sc;
+                dst[q4k_layout::MINS + 16 * (j / 2) + 2 * c + j % 2] = m;
+            }
+            // Sub-blocks 2p and 2p+1 are the low and high nibbles of the same 32 bytes.
+            for j in 0..8 {
+                let src32 = &blk[q4_k::QS + 32 * (j / 2)..][..32];
+                for k in 0..4 {
+                    let chunk = &mut dst[q4k_layout::QS + 128 * j + 32 * k + 4 * c..][..4];
+                    for (i, out) in chunk.iter_mut().enumerate() {
+                        let (lo, hi) = (src32[8 * k + i], src32[8 * k + 4 + i]);
+                        *out = if j % 2 == 0 { (lo & 0x0F) | (hi << 4) } else { (lo >> 4) | (hi & 0xF0) };
                     }
                 }
             }
         }
-    });
-    Packed { ty: crate::quant::GgmlType::Q6_K, n_groups, blocks_per_row: nb, data: out }
+    }
+}
+
+/// One group of Q6_K: `src` holds the group's 8 rows as in the file.
+fn pack_group_q6_k(src: &[u8], nb: usize, row_bytes: usize, dst: &mut [u8]) {
+    use q6k_layout as l;
+    for b in 0..nb {
+        let dst = &mut dst[b * Q6_K_GROUP_BLOCK..(b + 1) * Q6_K_GROUP_BLOCK];
+        for c in 0..COLS {
+            let blk = &src[c * row_bytes + b * q6_k::SIZE..][..q6_k::SIZE];
+            dst[l::D + 4 * c..][..4].copy_from_slice(&f16_at(blk, q6_k::D).to_le_bytes());
+            for s in 0..16 {
+                let sc = blk[q6_k::SCALES + s];
+                dst[l::SCALES + 8 * s + c] = sc;
+                dst[l::SCALE_PAIRS + 16 * (s / 2) + 2 * c + s % 2] = sc;
+            }
+            // The 256 values (0..63) in order, as `quant::dequantize` reads them.
+            let mut q = [0u8; QK_K];
+            for n in 0..2 {
+                let ql = &blk[q6_k::QL + 64 * n..][..64];
+                let qh = &blk[q6_k::QH + 32 * n..][..32];
+                for l in 0..32 {
+                    q[128 * n + l] = (ql[l] & 0xF) | ((qh[l] & 3) << 4);
+                    q[128 * n + l + 32] = (ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4);
+                    q[128 * n + l + 64] = (ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4);
+                    q[128 * n + l + 96] = (ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4);
+                }
+            }
+            for k in 0..32 {
+                for i in 0..4 {
+                    let (v0, v1) = (q[8 * k + i], q[8 * k + 4 + i]);
+                    dst[l::LO + 32 * k + 4 * c + i] = (v0 & 0xF) | ((v1 & 0xF) << 4);
+                    dst[l::HI + 32 * (k / 2) + 4 * c + i] |= ((v0 >> 4) | ((v1 >> 4) << 2)) << (4 * (k % 2));
+                }
+            }
+        }
+    }
 }

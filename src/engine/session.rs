@@ -120,8 +120,14 @@ impl Session {
     pub fn load(path: impl AsRef<Path>, options: LoadOptions) -> Result<Session, EngineError> {
         let start = Instant::now();
         let gguf = Arc::new(GgufFile::open(path.as_ref()).map_err(|e| EngineError::Load(e.to_string()))?);
-        let tokenizer = Arc::new(Tokenizer::from_gguf(&gguf)?);
-        let model = CpuModel::load(gguf.clone()).map_err(|e| EngineError::Load(e.to_string()))?;
+        // The tokenizer builds while the weights are checked and repacked.
+        let (tokenizer, model) = std::thread::scope(|s| {
+            let tokenizer = s.spawn(|| Tokenizer::from_gguf(&gguf));
+            let model = CpuModel::load(gguf.clone());
+            (tokenizer.join(), model)
+        });
+        let tokenizer = Arc::new(tokenizer.map_err(|_| EngineError::Internal("tokenizer thread panicked".into()))??);
+        let model = model.map_err(|e| EngineError::Load(e.to_string()))?;
         let mask = tokenizer.special.mask.ok_or_else(|| {
             EngineError::Load(format!(
                 "{}: no mask token (tokenizer.ggml.mask_token_id); is this a diffusion model?",

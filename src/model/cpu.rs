@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use super::weights::{MatrixRef, Weights};
 use super::{Forward, ModelConfig, ModelError};
-use crate::cpu::repack::{COLS, pack_q4_k, pack_q6_k};
+use crate::cpu::repack::{COLS, pack};
 use crate::cpu::{Isa, active_isa};
 use crate::gguf::GgufFile;
 use crate::ops::attention::{AttentionScratch, AttentionShape, attention};
@@ -77,19 +77,18 @@ impl CpuModel {
 fn pack_for_kernels(gguf: &GgufFile, weights: &mut Weights) {
     let embd_offset = weights.token_embd.offset;
     for m in weights.products_mut() {
-        let pack = match m.ty {
-            GgmlType::Q4_K => pack_q4_k,
-            GgmlType::Q6_K => pack_q6_k,
-            _ => continue,
-        };
-        if m.n_out >= COLS {
-            let packed = pack(gguf.data_range(m.offset as u64, m.n_bytes as u64), m.n_in, m.n_out);
-            if m.offset != embd_offset {
-                let packed_bytes = (packed.n_groups * COLS * m.n_bytes / m.n_out) as u64;
-                gguf.release(m.offset as u64, packed_bytes);
-            }
-            m.packed = Some(Arc::new(packed));
+        if !matches!(m.ty, GgmlType::Q4_K | GgmlType::Q6_K) || m.n_out < COLS {
+            continue;
         }
+        let row_bytes = (m.n_bytes / m.n_out) as u64;
+        let (offset, shared_with_embedding) = (m.offset as u64, m.offset == embd_offset);
+        let source = gguf.data_range(offset, m.n_bytes as u64);
+        let packed = pack(m.ty, source, m.n_in, m.n_out, |rows| {
+            if !shared_with_embedding {
+                gguf.release(offset + rows.start as u64 * row_bytes, rows.len() as u64 * row_bytes);
+            }
+        });
+        m.packed = Some(Arc::new(packed));
     }
 }
 
