@@ -76,9 +76,12 @@ pub fn pack_q6_k(data: &[u8], n_in: usize, n_out: usize) -> Packed {
 /// near one copy of the weights).
 const SLICE_GROUPS: usize = 512;
 
+/// Packs one group: (the group's rows as in the file, blocks per row, row bytes, destination).
+type PackGroup = fn(&[u8], usize, usize, &mut [u8]);
+
 /// Interleaves a Q4_K or Q6_K matrix, reporting progress to `done` after each slice of rows.
 pub fn pack(ty: GgmlType, data: &[u8], n_in: usize, n_out: usize, mut done: impl FnMut(Range<usize>)) -> Packed {
-    let (group_block, pack_group): (usize, fn(&[u8], usize, usize, &mut [u8])) = match ty {
+    let (group_block, pack_group): (usize, PackGroup) = match ty {
         GgmlType::Q4_K => (Q4_K_GROUP_BLOCK, pack_group_q4_k),
         GgmlType::Q6_K => (Q6_K_GROUP_BLOCK, pack_group_q6_k),
         _ => panic!("no interleaved layout for {ty}"),
