@@ -50,14 +50,55 @@ pub struct Packed {
     pub ty: GgmlType,
     pub n_groups: usize,
     pub blocks_per_row: usize,
-    pub data: Vec<u8>,
+    group_bytes: usize,
+    data: PackedBytes,
+}
+
+/// Storage of packed weights: anonymous memory backed by huge pages where the OS offers them
+/// (a fresh 4 KiB page costs a fault and a clear; gigabytes of them dominate startup).
+pub struct PackedBytes(Storage);
+
+enum Storage {
+    Mapped(memmap2::MmapMut),
+    Heap(Vec<u8>),
+}
+
+impl PackedBytes {
+    fn zeroed(len: usize) -> PackedBytes {
+        match memmap2::MmapMut::map_anon(len.max(1)) {
+            Ok(m) => {
+                #[cfg(target_os = "linux")]
+                let _ = m.advise(memmap2::Advice::HugePage);
+                PackedBytes(Storage::Mapped(m))
+            }
+            Err(_) => PackedBytes(Storage::Heap(vec![0; len])),
+        }
+    }
+}
+
+impl std::ops::Deref for PackedBytes {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match &self.0 {
+            Storage::Mapped(m) => m,
+            Storage::Heap(v) => v,
+        }
+    }
+}
+
+impl std::ops::DerefMut for PackedBytes {
+    fn deref_mut(&mut self) -> &mut [u8] {
+        match &mut self.0 {
+            Storage::Mapped(m) => m,
+            Storage::Heap(v) => v,
+        }
+    }
 }
 
 impl Packed {
     /// The bytes of group `g` (all its super-blocks).
     pub fn group(&self, g: usize) -> &[u8] {
-        let len = self.data.len() / self.n_groups;
-        &self.data[g * len..(g + 1) * len]
+        &self.data[g * self.group_bytes..(g + 1) * self.group_bytes]
     }
 }
 
@@ -90,8 +131,9 @@ pub fn pack(ty: GgmlType, data: &[u8], n_in: usize, n_out: usize, mut done: impl
     let n_groups = n_out / COLS;
     let group_bytes = nb * group_block;
     let row_bytes = data.len() / n_out;
-    let mut out = vec![0u8; n_groups * group_bytes];
-    for (s, slice) in out.chunks_mut(SLICE_GROUPS * group_bytes).enumerate() {
+    let mut out = PackedBytes::zeroed(n_groups * group_bytes);
+    let len = n_groups * group_bytes;
+    for (s, slice) in out[..len].chunks_mut(SLICE_GROUPS * group_bytes).enumerate() {
         let first = s * SLICE_GROUPS;
         slice.par_chunks_mut(group_bytes).enumerate().for_each(|(i, dst)| {
             let g = first + i;
@@ -99,7 +141,7 @@ pub fn pack(ty: GgmlType, data: &[u8], n_in: usize, n_out: usize, mut done: impl
         });
         done(first * COLS..(first * COLS + slice.len() / group_bytes * COLS));
     }
-    Packed { ty, n_groups, blocks_per_row: nb, data: out }
+    Packed { ty, n_groups, blocks_per_row: nb, group_bytes, data: out }
 }
 
 /// One group of Q4_K: `src` holds the group's 8 rows as in the file.
@@ -157,11 +199,16 @@ fn pack_group_q6_k(src: &[u8], nb: usize, row_bytes: usize, dst: &mut [u8]) {
                     q[128 * n + l + 96] = (ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4);
                 }
             }
-            for k in 0..32 {
+            // Chunk k holds values 8k..8k+8: weight 8k+i in the low and 8k+4+i in the high
+            // half of byte 4c+i; the high bits of chunks 2m and 2m+1 share one vector.
+            let hi2 = |v: u8, w: u8| (v >> 4) | ((w >> 4) << 2);
+            for m in 0..16 {
                 for i in 0..4 {
-                    let (v0, v1) = (q[8 * k + i], q[8 * k + 4 + i]);
-                    dst[l::LO + 32 * k + 4 * c + i] = (v0 & 0xF) | ((v1 & 0xF) << 4);
-                    dst[l::HI + 32 * (k / 2) + 4 * c + i] |= ((v0 >> 4) | ((v1 >> 4) << 2)) << (4 * (k % 2));
+                    let (k0, k1) = (16 * m + i, 16 * m + 8 + i);
+                    let (a0, a1, b0, b1) = (q[k0], q[k0 + 4], q[k1], q[k1 + 4]);
+                    dst[l::LO + 64 * m + 4 * c + i] = (a0 & 0xF) | ((a1 & 0xF) << 4);
+                    dst[l::LO + 64 * m + 32 + 4 * c + i] = (b0 & 0xF) | ((b1 & 0xF) << 4);
+                    dst[l::HI + 32 * m + 4 * c + i] = hi2(a0, a1) | (hi2(b0, b1) << 4);
                 }
             }
         }
