@@ -1,5 +1,6 @@
 //! dllm: run diffusion language models (LLaDA, Dream) from GGUF files.
 
+pub mod app;
 pub mod bench;
 pub mod chat;
 pub mod cpu;

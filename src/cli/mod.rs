@@ -9,10 +9,18 @@ mod tokenize;
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
-#[command(name = "dllm", version, about = "Run diffusion language models (LLaDA, Dream) from GGUF files")]
+#[command(
+    name = "dllm",
+    version,
+    about = "Run diffusion language models (LLaDA, Dream) from GGUF files. With no command, opens the desktop app."
+)]
+#[command(args_conflicts_with_subcommands = true)]
 pub struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
+    /// With no command: open the desktop app with this model loading
+    #[arg(short, long)]
+    model: Option<std::path::PathBuf>,
 }
 
 #[derive(Subcommand)]
@@ -38,10 +46,6 @@ pub fn main() -> anyhow::Result<()> {
         Some(Command::Run(a)) => run::run(*a),
         Some(Command::Logits(a)) => logits::run(a),
         Some(Command::Bench(a)) => bench::run(a, process_start),
-        None => {
-            use clap::CommandFactory;
-            Cli::command().print_help()?;
-            Ok(())
-        }
+        None => dllm::app::run(cli.model),
     }
 }

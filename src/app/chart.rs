@@ -1,0 +1,30 @@
+//! Step-time chart (forward and sampling ms per step) and tokens committed per step.
+
+use egui_plot::{Bar, BarChart, Legend, Line, Plot, PlotPoints};
+
+use super::run_view::RunView;
+
+pub fn show(ui: &mut egui::Ui, run: &RunView) {
+    let forward: PlotPoints = run.steps.iter().map(|s| [s.index as f64 + 1.0, s.forward_ms]).collect();
+    let sampling: PlotPoints = run.steps.iter().map(|s| [s.index as f64 + 1.0, s.sample_ms]).collect();
+    let commits: Vec<Bar> =
+        run.steps.iter().map(|s| Bar::new(s.index as f64 + 1.0, s.committed.len() as f64).width(0.7)).collect();
+    ui.columns(2, |cols| {
+        cols[0].label("ms per step");
+        Plot::new("step_ms").height(140.0).legend(Legend::default()).allow_scroll(false).show(&mut cols[0], |p| {
+            p.line(Line::new("forward", forward));
+            p.line(Line::new("sampling", sampling));
+        });
+        cols[1].label("tokens committed per step");
+        Plot::new("commits").height(140.0).allow_scroll(false).show(&mut cols[1], |p| {
+            p.bar_chart(BarChart::new("committed", commits));
+        });
+    });
+}
+
+/// Median of the step times, for the summary line.
+pub fn median_step_ms(run: &RunView) -> f64 {
+    let mut v: Vec<f64> = run.steps.iter().map(|s| s.forward_ms + s.sample_ms).collect();
+    v.sort_by(f64::total_cmp);
+    if v.is_empty() { 0.0 } else { v[v.len() / 2] }
+}

@@ -1,0 +1,393 @@
+//! The desktop app: a thin egui front end over `engine::Session`. The engine runs on its own
+//! thread; the window drains its step events once per frame and paints the canvas.
+
+mod canvas;
+mod chart;
+mod run_view;
+mod settings;
+
+use std::path::PathBuf;
+
+use egui::RichText;
+use poll_promise::Promise;
+
+pub use run_view::RunView;
+pub use settings::Settings;
+
+use crate::engine::{EngineError, LoadOptions, Prompt, Session};
+use crate::model::Family;
+use crate::sampler::{DreamAlg, Remasking};
+
+/// Opens the window; `model` starts loading at once.
+pub fn run(model: Option<PathBuf>) -> anyhow::Result<()> {
+    let icon = eframe::icon_data::from_png_bytes(include_bytes!("../../assets/icon.png")).ok();
+    let mut viewport = egui::ViewportBuilder::default()
+        .with_title(window_title())
+        .with_inner_size([1200.0, 820.0])
+        .with_drag_and_drop(true);
+    if let Some(icon) = icon {
+        viewport = viewport.with_icon(icon);
+    }
+    let options = eframe::NativeOptions { viewport, ..Default::default() };
+    eframe::run_native("dllm", options, Box::new(move |cc| Ok(Box::new(DllmApp::new(cc, model)))))
+        .map_err(|e| anyhow::anyhow!("the window could not be opened: {e}"))
+}
+
+pub fn window_title() -> String {
+    format!("dllm {}", env!("CARGO_PKG_VERSION"))
+}
+
+pub struct DllmApp {
+    pub settings: Settings,
+    pub model_path: String,
+    loading: Option<(PathBuf, Promise<Result<Session, EngineError>>)>,
+    pub session: Option<Session>,
+    pub run: Option<RunView>,
+    pub error: Option<String>,
+    /// The step the canvas shows after a run (None: the latest).
+    pub replay_step: Option<usize>,
+}
+
+impl DllmApp {
+    pub fn new(cc: &eframe::CreationContext<'_>, model: Option<PathBuf>) -> DllmApp {
+        // Tokens can hold any character (emoji, rare scripts): draw a box for what no font
+        // has rather than stop.
+        cc.egui_ctx.set_missing_glyph_policy(egui::epaint::text::MissingGlyphPolicy::Tofu);
+        let settings: Settings = cc.storage.and_then(|s| eframe::get_value(s, eframe::APP_KEY)).unwrap_or_default();
+        let mut app = DllmApp {
+            model_path: model.as_ref().map(|p| p.display().to_string()).unwrap_or_default(),
+            settings,
+            loading: None,
+            session: None,
+            run: None,
+            error: None,
+            replay_step: None,
+        };
+        if let Some(path) = model {
+            app.load(path);
+        }
+        app
+    }
+
+    /// Starts loading a model in the background.
+    pub fn load(&mut self, path: PathBuf) {
+        self.error = None;
+        let threads = self.settings.threads;
+        let p = path.clone();
+        let promise = Promise::spawn_thread("dllm-load", move || Session::load(&p, LoadOptions { threads }));
+        self.loading = Some((path, promise));
+    }
+
+    pub fn is_loading(&self) -> bool {
+        self.loading.is_some()
+    }
+
+    pub fn family(&self) -> Option<Family> {
+        self.session.as_ref().map(|s| s.info().config.family)
+    }
+
+    /// Why the current settings cannot run, before running.
+    pub fn settings_problem(&self) -> Option<String> {
+        let session = self.session.as_ref()?;
+        let c = &session.info().config;
+        let prompt = self.prompt();
+        let prompt_len = session.prompt_ids(&prompt).map(|p| p.len()).unwrap_or(0);
+        self.settings.params(c.family).validate(c.family, prompt_len, c.context_length).err()
+    }
+
+    fn prompt(&self) -> Prompt {
+        if self.settings.raw_prompt {
+            Prompt::Raw(self.settings.prompt.clone())
+        } else {
+            Prompt::Chat(self.settings.prompt.clone())
+        }
+    }
+
+    pub fn generate(&mut self) {
+        let Some(session) = &self.session else { return };
+        let family = session.info().config.family;
+        let params = self.settings.params(family).clone();
+        let started = session.prompt_ids(&self.prompt()).and_then(|ids| {
+            let generation = session.generate(ids.clone(), params.clone())?;
+            Ok(RunView::new(generation, &ids, params.gen_length, session.info().special.mask))
+        });
+        match started {
+            Ok(run) => {
+                self.run = Some(run);
+                self.replay_step = None;
+                self.error = None;
+            }
+            Err(e) => self.error = Some(e.to_string()),
+        }
+    }
+
+    pub fn stop(&mut self) {
+        if let Some(run) = &mut self.run {
+            run.stop();
+        }
+    }
+
+    /// Polls the loader and the engine; called at the start of every frame.
+    fn poll(&mut self, ctx: &egui::Context) {
+        if let Some((path, promise)) = self.loading.take() {
+            match promise.try_take() {
+                Ok(Ok(session)) => {
+                    self.settings.remember_model(path);
+                    self.session = Some(session);
+                    self.run = None;
+                }
+                Ok(Err(e)) => self.error = Some(e.to_string()),
+                Err(promise) => {
+                    self.loading = Some((path, promise));
+                    ctx.request_repaint_after(std::time::Duration::from_millis(50));
+                }
+            }
+        }
+        if let Some(run) = &mut self.run {
+            run.drain_events();
+            if let Some(e) = run.failed.take() {
+                self.error = Some(e);
+            }
+            if run.is_running() {
+                ctx.request_repaint_after(std::time::Duration::from_millis(16));
+            }
+        }
+        let dropped: Vec<PathBuf> = ctx.input(|i| i.raw.dropped_files.iter().map(|f| f.path().to_path_buf()).collect());
+        if let Some(path) = dropped.into_iter().find(|p| p.extension().is_some_and(|e| e.eq_ignore_ascii_case("gguf")))
+        {
+            self.model_path = path.display().to_string();
+            self.load(path);
+        }
+    }
+
+    fn top_bar(&mut self, ui: &mut egui::Ui) {
+        ui.horizontal(|ui| {
+            ui.heading("dllm");
+            ui.separator();
+            let label = ui.label("Model file");
+            ui.add(
+                egui::TextEdit::singleline(&mut self.model_path).desired_width(420.0).hint_text("path/to/model.gguf"),
+            )
+            .labelled_by(label.id);
+            if ui.button("Load").clicked() && !self.model_path.trim().is_empty() {
+                self.load(PathBuf::from(self.model_path.trim()));
+            }
+            if ui.button("Open\u{2026}").on_hover_text("Choose a .gguf file (or drop one on the window)").clicked()
+                && let Some(path) = rfd::FileDialog::new().add_filter("GGUF model", &["gguf"]).pick_file()
+            {
+                self.model_path = path.display().to_string();
+                self.load(path);
+            }
+            let recent = self.settings.recent_models.clone();
+            ui.menu_button("Recent", |ui| {
+                if recent.is_empty() {
+                    ui.label("No models yet");
+                }
+                for path in recent {
+                    if ui.button(path.display().to_string()).clicked() {
+                        self.model_path = path.display().to_string();
+                        self.load(path);
+                        ui.close();
+                    }
+                }
+            });
+            if self.is_loading() {
+                ui.spinner();
+                ui.label("loading\u{2026}");
+            }
+        });
+    }
+
+    fn model_card(&self, ui: &mut egui::Ui) {
+        let Some(session) = &self.session else {
+            ui.label("No model loaded. Open a GGUF file of LLaDA or Dream (Q4_K_M, Q6_K, Q8_0, ...).");
+            return;
+        };
+        let info = session.info();
+        let c = &info.config;
+        egui::Grid::new("model_card").num_columns(2).show(ui, |ui| {
+            let file = info.path.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
+            ui.label("file");
+            ui.label(file);
+            ui.end_row();
+            ui.label("architecture");
+            ui.label(format!("{} ({} layers, {} hidden, {} heads)", c.family.name(), c.n_layer, c.n_embd, c.n_head));
+            ui.end_row();
+            ui.label("parameters");
+            ui.label(crate::summary::human_count(info.n_params));
+            ui.end_row();
+            ui.label("quant mix");
+            ui.label(info.quant_mix.iter().map(|(t, _)| t.as_str()).collect::<Vec<_>>().join(", "));
+            ui.end_row();
+            ui.label("file size");
+            ui.label(crate::summary::human_bytes(info.file_bytes));
+            ui.end_row();
+            ui.label("device");
+            ui.label(format!("CPU, {} threads ({})", info.threads, crate::cpu::active_isa().name()));
+            ui.end_row();
+            ui.label("load time");
+            ui.label(format!("{:.2} s", info.load_ms / 1e3));
+            ui.end_row();
+        });
+    }
+
+    fn settings_panel(&mut self, ui: &mut egui::Ui) {
+        let Some(family) = self.family() else { return };
+        let p = self.settings.params_mut(family);
+        egui::Grid::new("settings").num_columns(2).show(ui, |ui| {
+            let row = |ui: &mut egui::Ui, name: &str, tip: &str, add: &mut dyn FnMut(&mut egui::Ui) -> egui::Response| {
+                let label = ui.label(name).on_hover_text(tip);
+                add(ui).labelled_by(label.id).on_hover_text(tip);
+                ui.end_row();
+            };
+            row(ui, "generated length", "How many tokens the answer has room for (mask cells appended to the prompt).", &mut |ui| {
+                ui.add(egui::DragValue::new(&mut p.gen_length).range(1..=2048))
+            });
+            row(ui, "steps", "Denoising steps. Fewer steps commit more tokens per step: faster, usually worse.", &mut |ui| {
+                ui.add(egui::DragValue::new(&mut p.steps).range(1..=2048))
+            });
+            if family == Family::Llada {
+                row(ui, "block length", "LLaDA fills the answer in blocks of this many tokens, left to right. Must divide the generated length.", &mut |ui| {
+                    ui.add(egui::DragValue::new(&mut p.block_length).range(1..=2048))
+                });
+            }
+            row(ui, "temperature", "0 always picks the most likely token; higher values sample more freely.", &mut |ui| {
+                ui.add(egui::DragValue::new(&mut p.temperature).range(0.0..=2.0).speed(0.01))
+            });
+            match family {
+                Family::Llada => row(ui, "remasking", "Which masked positions to fill at each step: the most confident, or random ones.", &mut |ui| {
+                    egui::ComboBox::from_id_salt("remasking")
+                        .selected_text(format!("{:?}", p.remasking))
+                        .show_ui(ui, |ui| {
+                            ui.selectable_value(&mut p.remasking, Remasking::LowConfidence, "LowConfidence");
+                            ui.selectable_value(&mut p.remasking, Remasking::Random, "Random")
+                        })
+                        .response
+                }),
+                Family::Dream => row(ui, "algorithm", "How Dream decides which positions it is sure of: entropy, probability margin, top probability, or at random.", &mut |ui| {
+                    egui::ComboBox::from_id_salt("alg")
+                        .selected_text(format!("{:?}", p.alg))
+                        .show_ui(ui, |ui| {
+                            for alg in [DreamAlg::Entropy, DreamAlg::TopkMargin, DreamAlg::MaskgitPlus, DreamAlg::Origin] {
+                                ui.selectable_value(&mut p.alg, alg, format!("{alg:?}"));
+                            }
+                        })
+                        .response
+                }),
+            }
+            row(ui, "seed", "Runs with the same seed and settings give the same answer.", &mut |ui| {
+                ui.add(egui::DragValue::new(&mut p.seed))
+            });
+            row(ui, "early stop", "Stop as soon as the answer is complete and ends; the text is the same as running every step.", &mut |ui| {
+                ui.checkbox(&mut p.early_stop, "")
+            });
+        });
+        ui.checkbox(&mut self.settings.raw_prompt, "raw prompt (no chat template)")
+            .on_hover_text("Send the prompt exactly as typed instead of wrapping it in the model's chat template.");
+        ui.checkbox(&mut self.settings.color_by_confidence, "colour by confidence").on_hover_text(
+            "Colour committed tokens by the model's confidence instead of by the step that committed them.",
+        );
+    }
+
+    fn central(&mut self, ui: &mut egui::Ui) {
+        let label = ui.label("Prompt");
+        ui.add(egui::TextEdit::multiline(&mut self.settings.prompt).desired_rows(3).desired_width(f32::INFINITY))
+            .labelled_by(label.id);
+        let running = self.run.as_ref().is_some_and(RunView::is_running);
+        let problem = self.settings_problem();
+        ui.horizontal(|ui| {
+            let can_run = self.session.is_some() && !running && problem.is_none();
+            if ui.add_enabled(can_run, egui::Button::new("Generate")).clicked() {
+                self.generate();
+            }
+            if ui.add_enabled(running, egui::Button::new("Stop")).clicked() {
+                self.stop();
+            }
+            if let Some(problem) = &problem {
+                ui.colored_label(egui::Color32::from_rgb(240, 170, 60), problem);
+            }
+        });
+        if let Some(error) = &self.error {
+            ui.colored_label(egui::Color32::from_rgb(240, 90, 90), format!("Error: {error}"));
+        }
+        let (Some(run), Some(session)) = (&self.run, &self.session) else { return };
+        ui.separator();
+        canvas::legend(ui, self.settings.color_by_confidence, run.steps.len());
+        egui::ScrollArea::vertical().max_height(320.0).show(ui, |ui| {
+            canvas::show(ui, run, session.tokenizer(), self.replay_step, self.settings.color_by_confidence);
+        });
+        if !run.is_running() && !run.steps.is_empty() {
+            let mut step = self.replay_step.unwrap_or(run.steps.len() - 1);
+            let label = ui.label("replay step");
+            if ui
+                .add(
+                    egui::Slider::new(&mut step, 0..=run.steps.len() - 1)
+                        .custom_formatter(|v, _| format!("{}", v as usize + 1)),
+                )
+                .labelled_by(label.id)
+                .changed()
+            {
+                self.replay_step = Some(step);
+            }
+        }
+        if let Some(f) = &run.finished {
+            ui.horizontal(|ui| {
+                ui.label(RichText::new("Answer").strong());
+                if ui.button("Copy").clicked() {
+                    ui.ctx().copy_text(f.text.clone());
+                }
+            });
+            ui.label(&f.text);
+        }
+        let steps = run.steps.len();
+        let summary = format!(
+            "load {:.2} s \u{2022} {steps} steps{} \u{2022} median {:.0} ms/step \u{2022} {:.1} tokens/s \u{2022} peak memory {}",
+            session.info().load_ms / 1e3,
+            if run.finished.as_ref().is_some_and(|f| f.generated.stopped_early) { " (early stop)" } else { "" },
+            chart::median_step_ms(run),
+            run.finished
+                .as_ref()
+                .map_or(0.0, |f| (f.generated.canvas.len() - f.generated.prompt_len) as f64 / (f.total_ms / 1e3)),
+            crate::bench::peak_rss_bytes().map_or("?".into(), crate::summary::human_bytes),
+        );
+        ui.label(summary);
+        chart::show(ui, run);
+    }
+
+    /// The texts the canvas shows for the step on display: what the grid paints.
+    pub fn canvas_cells(&self) -> Vec<String> {
+        let (Some(run), Some(session)) = (&self.run, &self.session) else { return Vec::new() };
+        run.canvas_at(self.replay_step).iter().map(|&id| canvas::cell_text(session.tokenizer(), id, run.mask)).collect()
+    }
+}
+
+impl eframe::App for DllmApp {
+    fn ui(&mut self, ui: &mut egui::Ui, _frame: &mut eframe::Frame) {
+        let ctx = ui.ctx().clone();
+        self.poll(&ctx);
+        egui::Panel::top("top").show(ui, |ui| self.top_bar(ui));
+        egui::Panel::left("side").resizable(true).default_size(330.0).show(ui, |ui| {
+            egui::ScrollArea::vertical().show(ui, |ui| {
+                ui.heading("Model");
+                self.model_card(ui);
+                ui.separator();
+                ui.heading("Settings");
+                self.settings_panel(ui);
+                ui.separator();
+                ui.collapsing("About", |ui| {
+                    ui.label(window_title());
+                    ui.label(format!("CPU features: {}", crate::cpu::cpu_flags().join(" ")));
+                    ui.label(format!("kernels: {}", crate::cpu::active_isa().name()));
+                    ui.label("GPU: not used by this build");
+                });
+            });
+        });
+        egui::CentralPanel::default().show(ui, |ui| {
+            egui::ScrollArea::vertical().show(ui, |ui| self.central(ui));
+        });
+    }
+
+    fn save(&mut self, storage: &mut dyn eframe::Storage) {
+        eframe::set_value(storage, eframe::APP_KEY, &self.settings);
+    }
+}

@@ -1,0 +1,71 @@
+//! What the app remembers across restarts (through eframe's storage). Every field has a
+//! default, so state saved by an older version still loads.
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+use crate::model::Family;
+use crate::sampler::GenerateParams;
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Settings {
+    /// Most recent first.
+    pub recent_models: Vec<PathBuf>,
+    pub llada: GenerateParams,
+    pub dream: GenerateParams,
+    /// Tokenize the prompt as it is instead of wrapping it in the chat template.
+    pub raw_prompt: bool,
+    pub color_by_confidence: bool,
+    /// None: the machine's physical cores.
+    pub threads: Option<usize>,
+    pub prompt: String,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            recent_models: Vec::new(),
+            // Shorter than the official defaults so that a first run on a CPU finishes quickly.
+            llada: GenerateParams {
+                gen_length: 64,
+                steps: 64,
+                block_length: 32,
+                ..GenerateParams::defaults_for(Family::Llada)
+            },
+            dream: GenerateParams {
+                gen_length: 64,
+                steps: 64,
+                block_length: 64,
+                ..GenerateParams::defaults_for(Family::Dream)
+            },
+            raw_prompt: false,
+            color_by_confidence: false,
+            threads: None,
+            prompt: "Write a short poem about the sea.".into(),
+        }
+    }
+}
+
+impl Settings {
+    pub fn params(&self, family: Family) -> &GenerateParams {
+        match family {
+            Family::Llada => &self.llada,
+            Family::Dream => &self.dream,
+        }
+    }
+
+    pub fn params_mut(&mut self, family: Family) -> &mut GenerateParams {
+        match family {
+            Family::Llada => &mut self.llada,
+            Family::Dream => &mut self.dream,
+        }
+    }
+
+    pub fn remember_model(&mut self, path: PathBuf) {
+        self.recent_models.retain(|p| p != &path);
+        self.recent_models.insert(0, path);
+        self.recent_models.truncate(10);
+    }
+}

@@ -1,0 +1,133 @@
+//! The desktop app driven headless through egui_kittest: load a fixture model, type a prompt,
+//! generate, and check that the grid shows the engine's answer and the chart one point per
+//! step; stop mid-run; survive a corrupt file.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::data;
+use dllm::app::DllmApp;
+use dllm::engine::{LoadOptions, Prompt, Session};
+use egui::accesskit::Role;
+use egui_kittest::Harness;
+use egui_kittest::kittest::Queryable;
+
+fn harness() -> Harness<'static, DllmApp> {
+    // Random-weight fixtures produce tokens like emoji that the bundled fonts lack; the app
+    // draws a box for them (its own policy), which the harness would otherwise override.
+    Harness::builder().with_size([1200.0, 900.0]).allow_missing_glyphs().build_eframe(|cc| DllmApp::new(cc, None))
+}
+
+/// Steps the UI until `done` holds (the engine works on its own threads meanwhile).
+fn wait_for(h: &mut Harness<'static, DllmApp>, what: &str, done: impl Fn(&DllmApp) -> bool) {
+    let start = Instant::now();
+    while !done(h.state()) {
+        assert!(start.elapsed() < Duration::from_secs(120), "timed out waiting for {what}");
+        h.step();
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    h.step();
+}
+
+fn load(h: &mut Harness<'static, DllmApp>, path: &str) {
+    h.get_by_role_and_label(Role::TextInput, "Model file").click();
+    h.run_steps(3);
+    h.get_by_role_and_label(Role::TextInput, "Model file").type_text(path);
+    h.run_steps(3);
+    h.get_by_label("Load").click();
+    h.run_steps(3);
+    wait_for(h, "the model to load", |a| !a.is_loading());
+}
+
+#[test]
+fn generate_shows_the_engines_answer_on_the_grid() {
+    let model = data("models/llada-tiny-Q8_0.gguf");
+    let mut h = harness();
+    {
+        let s = &mut h.state_mut().settings;
+        s.prompt.clear();
+        s.llada.gen_length = 32;
+        s.llada.steps = 16;
+        s.llada.block_length = 16;
+        s.llada.early_stop = false;
+    }
+    load(&mut h, &model);
+    assert!(h.state().session.is_some(), "{:?}", h.state().error);
+    h.get_by_role_and_label(Role::MultilineTextInput, "Prompt").click();
+    h.run_steps(3);
+    h.get_by_role_and_label(Role::MultilineTextInput, "Prompt").type_text("Tell me about the sea");
+    h.run_steps(3);
+    assert_eq!(h.state().settings.prompt, "Tell me about the sea");
+    h.get_by_label("Generate").click();
+    h.run_steps(3);
+    wait_for(&mut h, "the run to finish", |a| a.run.as_ref().is_some_and(|r| r.finished.is_some()));
+
+    // The same request straight through the engine API.
+    let session = Session::load(&model, LoadOptions::default()).unwrap();
+    let ids = session.prompt_ids(&Prompt::Chat("Tell me about the sea".into())).unwrap();
+    let expected = session.generate(ids, h.state().settings.llada.clone()).unwrap().wait(|_| {}).unwrap();
+    let app = h.state();
+    let run = app.run.as_ref().unwrap();
+    assert_eq!(run.finished.as_ref().unwrap().generated.canvas, expected.generated.canvas);
+    let cells = app.canvas_cells();
+    assert_eq!(cells.len(), expected.generated.canvas.len());
+    for (cell, &id) in cells.iter().zip(&expected.generated.canvas) {
+        let piece = session.tokenizer().piece(id);
+        assert!(cell.contains(piece.trim()) || piece.trim().is_empty(), "cell {cell:?} for token {id} {piece:?}");
+    }
+    assert!(cells.iter().all(|c| c != "\u{2591}\u{2591}"), "no masked cell left");
+    assert_eq!(run.steps.len(), 16, "one chart point per step");
+    assert!(h.query_by_label_contains("16 steps").is_some(), "summary line");
+    assert!(h.query_by_label(&expected.text).is_some() || expected.text.trim().is_empty(), "answer shown");
+}
+
+#[test]
+fn stop_ends_a_run_early_and_the_app_keeps_working() {
+    let mut h = harness();
+    {
+        let s = &mut h.state_mut().settings;
+        s.dream.gen_length = 512;
+        s.dream.steps = 512;
+        s.dream.temperature = 0.0;
+    }
+    load(&mut h, &data("models/dream-tiny-Q4_K_M.gguf"));
+    h.get_by_label("Generate").click();
+    h.run_steps(3);
+    wait_for(&mut h, "a few steps", |a| a.run.as_ref().is_some_and(|r| r.steps.len() >= 3));
+    h.get_by_label("Stop").click();
+    h.run_steps(3);
+    wait_for(&mut h, "the stop", |a| a.run.as_ref().is_some_and(|r| !r.is_running()));
+    let run = h.state().run.as_ref().unwrap();
+    let finished = run.finished.as_ref().unwrap();
+    assert!(finished.generated.cancelled);
+    assert!(finished.generated.steps < 512);
+    // Generate again: the session still works.
+    h.state_mut().settings.dream.steps = 8;
+    h.state_mut().settings.dream.gen_length = 8;
+    h.get_by_label("Generate").click();
+    h.run_steps(3);
+    wait_for(&mut h, "the second run", |a| a.run.as_ref().is_some_and(|r| r.finished.is_some()));
+    assert_eq!(h.state().run.as_ref().unwrap().steps.len(), 8);
+}
+
+#[test]
+fn a_corrupt_file_shows_an_error_and_the_app_still_works() {
+    let bad = std::env::temp_dir().join(format!("dllm-app-corrupt-{}.gguf", std::process::id()));
+    let bytes = std::fs::read(data("models/llada-tiny-Q4_K_M.gguf")).unwrap();
+    std::fs::write(&bad, &bytes[..bytes.len() / 2]).unwrap();
+    let mut h = harness();
+    load(&mut h, bad.to_str().unwrap());
+    std::fs::remove_file(&bad).ok();
+    let error = h.state().error.clone().expect("an error is shown");
+    assert!(error.contains("truncated"), "{error}");
+    assert!(h.query_by_label_contains("Error:").is_some());
+    assert!(h.state().session.is_none());
+    // Invalid settings are explained before running.
+    h.state_mut().model_path.clear();
+    load(&mut h, &data("models/llada-tiny-Q4_K_M.gguf"));
+    assert!(h.state().session.is_some());
+    h.state_mut().settings.llada.block_length = 48;
+    h.run_steps(3);
+    assert!(h.query_by_label_contains("must divide").is_some(), "the problem is shown before running");
+}
