@@ -2,7 +2,7 @@
 //! cells committed in the step shown are outlined, earlier commits are coloured by the step
 //! they were committed in (or by confidence), and hovering shows the details.
 
-use egui::{Color32, RichText, Stroke};
+use egui::{Color32, Stroke};
 
 use super::run_view::RunView;
 use crate::tokenizer::Tokenizer;
@@ -32,7 +32,7 @@ fn confidence_color(c: f32) -> Color32 {
 pub fn show(ui: &mut egui::Ui, run: &RunView, tokenizer: &Tokenizer, shown_step: Option<usize>, by_confidence: bool) {
     let canvas = run.canvas_at(shown_step);
     let current = shown_step.or(run.steps.len().checked_sub(1));
-    let total_steps = run.steps.len().max(1);
+    let total_steps = run.total_steps.max(1);
     ui.horizontal_wrapped(|ui| {
         ui.spacing_mut().item_spacing = egui::vec2(2.0, 3.0);
         for (pos, &id) in canvas.iter().enumerate() {
@@ -52,12 +52,17 @@ pub fn show(ui: &mut egui::Ui, run: &RunView, tokenizer: &Tokenizer, shown_step:
                 }
             };
             let just_committed = commit.is_some_and(|(s, _)| Some(s) == current);
-            let frame = egui::Frame::new()
-                .fill(fill)
-                .corner_radius(3.0)
-                .inner_margin(egui::Margin::symmetric(3, 1))
-                .stroke(if just_committed { Stroke::new(1.5, Color32::YELLOW) } else { Stroke::NONE });
-            let response = frame.show(ui, |ui| ui.label(RichText::new(&text).monospace().color(fg))).response;
+            // Cells are painted, not laid out as frames, so that the wrapping layout knows each
+            // cell's size before placing it (and 600 cells stay cheap).
+            let galley = ui.painter().layout_no_wrap(text, egui::TextStyle::Monospace.resolve(ui.style()), fg);
+            let size = galley.size() + egui::vec2(8.0, 4.0);
+            let (rect, response) = ui.allocate_exact_size(size, egui::Sense::hover());
+            let painter = ui.painter();
+            painter.rect_filled(rect, 3.0, fill);
+            if just_committed {
+                painter.rect_stroke(rect, 3.0, Stroke::new(1.5, Color32::YELLOW), egui::StrokeKind::Inside);
+            }
+            painter.galley(rect.min + egui::vec2(4.0, 2.0), galley, fg);
             response.on_hover_ui(|ui| {
                 ui.label(format!("position {pos}, token {id}"));
                 ui.label(format!("text {:?}", tokenizer.piece(id)));

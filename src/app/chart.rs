@@ -9,16 +9,14 @@ pub fn show(ui: &mut egui::Ui, run: &RunView) {
     let sampling: PlotPoints = run.steps.iter().map(|s| [s.index as f64 + 1.0, s.sample_ms]).collect();
     let commits: Vec<Bar> =
         run.steps.iter().map(|s| Bar::new(s.index as f64 + 1.0, s.committed.len() as f64).width(0.7)).collect();
-    ui.columns(2, |cols| {
-        cols[0].label("ms per step");
-        Plot::new("step_ms").height(140.0).legend(Legend::default()).allow_scroll(false).show(&mut cols[0], |p| {
-            p.line(Line::new("forward", forward));
-            p.line(Line::new("sampling", sampling));
-        });
-        cols[1].label("tokens committed per step");
-        Plot::new("commits").height(140.0).allow_scroll(false).show(&mut cols[1], |p| {
-            p.bar_chart(BarChart::new("committed", commits));
-        });
+    ui.label("ms per step");
+    Plot::new("step_ms").height(130.0).legend(Legend::default()).allow_scroll(false).show(ui, |p| {
+        p.line(Line::new("forward", forward));
+        p.line(Line::new("sampling", sampling));
+    });
+    ui.label("tokens committed per step");
+    Plot::new("commits").height(110.0).allow_scroll(false).show(ui, |p| {
+        p.bar_chart(BarChart::new("committed", commits));
     });
 }
 

@@ -109,7 +109,7 @@ impl DllmApp {
         let params = self.settings.params(family).clone();
         let started = session.prompt_ids(&self.prompt()).and_then(|ids| {
             let generation = session.generate(ids.clone(), params.clone())?;
-            Ok(RunView::new(generation, &ids, params.gen_length, session.info().special.mask))
+            Ok(RunView::new(generation, &ids, params.gen_length, params.steps, session.info().special.mask))
         });
         match started {
             Ok(run) => {
@@ -312,8 +312,8 @@ impl DllmApp {
         }
         let (Some(run), Some(session)) = (&self.run, &self.session) else { return };
         ui.separator();
-        canvas::legend(ui, self.settings.color_by_confidence, run.steps.len());
-        egui::ScrollArea::vertical().max_height(320.0).show(ui, |ui| {
+        canvas::legend(ui, self.settings.color_by_confidence, run.total_steps);
+        egui::ScrollArea::vertical().max_height(330.0).auto_shrink([false, true]).show(ui, |ui| {
             canvas::show(ui, run, session.tokenizer(), self.replay_step, self.settings.color_by_confidence);
         });
         if !run.is_running() && !run.steps.is_empty() {
@@ -382,9 +382,7 @@ impl eframe::App for DllmApp {
                 });
             });
         });
-        egui::CentralPanel::default().show(ui, |ui| {
-            egui::ScrollArea::vertical().show(ui, |ui| self.central(ui));
-        });
+        egui::CentralPanel::default().show(ui, |ui| self.central(ui));
     }
 
     fn save(&mut self, storage: &mut dyn eframe::Storage) {

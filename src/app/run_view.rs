@@ -8,6 +8,8 @@ pub struct RunView {
     generation: Option<Generation>,
     pub prompt_len: usize,
     pub mask: u32,
+    /// Steps the run was asked for (the colour scale of the canvas).
+    pub total_steps: usize,
     pub initial: Vec<u32>,
     pub steps: Vec<StepEvent>,
     /// Per position: (step it was committed in, confidence), for answer positions.
@@ -18,13 +20,14 @@ pub struct RunView {
 }
 
 impl RunView {
-    pub fn new(generation: Generation, prompt: &[u32], gen_length: usize, mask: u32) -> RunView {
+    pub fn new(generation: Generation, prompt: &[u32], gen_length: usize, total_steps: usize, mask: u32) -> RunView {
         let mut initial = prompt.to_vec();
         initial.resize(prompt.len() + gen_length, mask);
         RunView {
             generation: Some(generation),
             prompt_len: prompt.len(),
             mask,
+            total_steps,
             commits: vec![None; initial.len()],
             initial,
             steps: Vec::new(),
