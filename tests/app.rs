@@ -131,3 +131,39 @@ fn a_corrupt_file_shows_an_error_and_the_app_still_works() {
     h.run_steps(3);
     assert!(h.query_by_label_contains("must divide").is_some(), "the problem is shown before running");
 }
+
+#[test]
+fn every_setting_reaches_the_engine() {
+    let model = data("models/llada-tiny-Q4_K_M.gguf");
+    let mut h = harness();
+    load(&mut h, &model);
+    {
+        let s = &mut h.state_mut().settings;
+        s.prompt = "settings".into();
+        s.raw_prompt = true;
+        let p = &mut s.llada;
+        p.gen_length = 24;
+        p.steps = 12;
+        p.block_length = 8;
+        p.temperature = 0.7;
+        p.seed = 11;
+        p.remasking = dllm::sampler::Remasking::Random;
+        p.early_stop = false;
+    }
+    h.get_by_label("Generate").click();
+    h.run_steps(3);
+    wait_for(&mut h, "the run", |a| a.run.as_ref().is_some_and(|r| r.finished.is_some()));
+    let session = Session::load(&model, LoadOptions::default()).unwrap();
+    let ids = session.prompt_ids(&Prompt::Raw("settings".into())).unwrap();
+    let expected = session.generate(ids.clone(), h.state().settings.llada.clone()).unwrap().wait(|_| {}).unwrap();
+    let run = h.state().run.as_ref().unwrap();
+    assert_eq!(run.steps.len(), 12, "steps");
+    assert_eq!(run.prompt_len, ids.len(), "raw prompt, no template");
+    assert_eq!(run.steps.last().unwrap().canvas.len(), ids.len() + 24, "generated length");
+    assert!(run.steps.iter().all(|s| s.committed.len() == 2), "block 8 over 3 blocks of 4 steps: 2 per step");
+    assert_eq!(
+        run.finished.as_ref().unwrap().generated.canvas,
+        expected.generated.canvas,
+        "seed, temperature, remasking"
+    );
+}

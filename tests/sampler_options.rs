@@ -1,0 +1,189 @@
+//! The sampler options the recorded traces do not cover, checked on a scripted model whose
+//! logits are known: classifier-free guidance, logits_eos_inf, confidence_eos_eot_inf,
+//! random remasking, Dream's shifted logits, origin, and top-k sampling.
+
+use dllm::model::{Family, Forward, ModelConfig, ModelError, RopeStyle};
+use dllm::sampler::{DreamAlg, GenerateParams, Remasking, SpecialTokens, generate};
+
+const MASK: u32 = 7;
+const EOS: u32 = 5;
+const EOT: u32 = 6;
+const N_VOCAB: usize = 8;
+
+/// A model whose logits for (canvas, row) come from a closure; counts forward passes.
+struct Scripted<F: Fn(&[u32], usize) -> [f32; N_VOCAB] + Send> {
+    config: ModelConfig,
+    logits: F,
+    forwards: usize,
+}
+
+impl<F: Fn(&[u32], usize) -> [f32; N_VOCAB] + Send> Scripted<F> {
+    fn new(family: Family, logits: F) -> Self {
+        let config = ModelConfig {
+            family,
+            n_vocab: N_VOCAB,
+            n_embd: 4,
+            n_layer: 1,
+            n_head: 1,
+            n_head_kv: 1,
+            head_dim: 4,
+            n_ff: 4,
+            context_length: 256,
+            rope_base: 10_000.0,
+            rope_dims: 4,
+            rope_style: RopeStyle::Halves,
+            rms_eps: 1e-6,
+            shift_logits: family == Family::Dream,
+        };
+        Scripted { config, logits, forwards: 0 }
+    }
+}
+
+impl<F: Fn(&[u32], usize) -> [f32; N_VOCAB] + Send> Forward for Scripted<F> {
+    fn config(&self) -> &ModelConfig {
+        &self.config
+    }
+    fn forward(&mut self, tokens: &[u32], rows: &[usize], logits: &mut Vec<f32>) -> Result<(), ModelError> {
+        self.forwards += 1;
+        logits.clear();
+        for &r in rows {
+            logits.extend_from_slice(&(self.logits)(tokens, r));
+        }
+        Ok(())
+    }
+}
+
+const SPECIAL: SpecialTokens = SpecialTokens { mask: MASK, eos: Some(EOS), eot: Some(EOT) };
+
+fn llada(gen_length: usize, steps: usize) -> GenerateParams {
+    GenerateParams {
+        gen_length,
+        steps,
+        block_length: gen_length,
+        early_stop: false,
+        ..GenerateParams::defaults_for(Family::Llada)
+    }
+}
+
+fn run(model: &mut dyn Forward, prompt: &[u32], params: &GenerateParams) -> (Vec<u32>, Vec<Vec<(usize, f32)>>) {
+    let mut commits = Vec::new();
+    let out = generate(model, prompt, params, SPECIAL, &mut |s| {
+        commits.push(s.committed.to_vec());
+        true
+    })
+    .unwrap();
+    (out.canvas, commits)
+}
+
+#[test]
+fn logits_eos_inf_never_predicts_eos() {
+    let logits = |_: &[u32], _: usize| [0.0, 1.0, 0.0, 0.0, 0.0, 3.0, 0.0, 0.0];
+    let (canvas, _) = run(&mut Scripted::new(Family::Llada, logits), &[1], &llada(4, 4));
+    assert!(canvas[1..].iter().all(|&t| t == EOS));
+    let params = GenerateParams { logits_eos_inf: true, ..llada(4, 4) };
+    let (canvas, _) = run(&mut Scripted::new(Family::Llada, logits), &[1], &params);
+    assert!(canvas[1..].iter().all(|&t| t == 1));
+}
+
+#[test]
+fn classifier_free_guidance_combines_conditional_and_unconditional_logits() {
+    // With the prompt visible the model prefers token 2 a little; with the prompt masked it
+    // prefers 2 a lot. Guidance (scale 1: un + 2 (c - un)) turns the choice to token 3.
+    let logits = |canvas: &[u32], _: usize| {
+        if canvas[0] == MASK {
+            [0.0, 0.0, 2.0, 0.0, 0.0, 0.0, 0.0, 0.0]
+        } else {
+            [0.0, 0.0, 1.0, 0.9, 0.0, 0.0, 0.0, 0.0]
+        }
+    };
+    let mut plain = Scripted::new(Family::Llada, logits);
+    let (canvas, _) = run(&mut plain, &[1], &llada(4, 4));
+    assert_eq!(&canvas[1..], &[2, 2, 2, 2]);
+    assert_eq!(plain.forwards, 4);
+    let mut guided = Scripted::new(Family::Llada, logits);
+    let (canvas, _) = run(&mut guided, &[1], &GenerateParams { cfg_scale: 1.0, ..llada(4, 4) });
+    assert_eq!(&canvas[1..], &[3, 3, 3, 3]);
+    assert_eq!(guided.forwards, 8, "one conditional and one unconditional pass per step");
+}
+
+#[test]
+fn confidence_eos_eot_inf_commits_end_of_turn_last() {
+    // Position 1 and 2 predict EOT with high probability, 3 and 4 predict token 1 less surely.
+    let logits = |_: &[u32], row: usize| {
+        if row <= 2 { [0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 5.0, 0.0] } else { [0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0] }
+    };
+    let (_, commits) = run(&mut Scripted::new(Family::Llada, logits), &[1], &llada(4, 4));
+    assert!(commits[0][0].0 <= 2, "without the flag the sure EOT positions go first");
+    let params = GenerateParams { confidence_eos_eot_inf: true, ..llada(4, 4) };
+    let (canvas, commits) = run(&mut Scripted::new(Family::Llada, logits), &[1], &params);
+    assert!(commits[0][0].0 >= 3 && commits[1][0].0 >= 3, "EOT positions have confidence 0: last");
+    assert_eq!(commits[2][0].1, 0.0);
+    assert_eq!(&canvas[1..3], &[EOT, EOT]);
+}
+
+#[test]
+fn random_remasking_commits_the_scheduled_counts_reproducibly() {
+    let logits = |_: &[u32], row: usize| {
+        let mut l = [0.0; N_VOCAB];
+        l[row % 4] = 1.0;
+        l
+    };
+    let params = GenerateParams { remasking: Remasking::Random, seed: 3, ..llada(8, 4) };
+    let (a, commits) = run(&mut Scripted::new(Family::Llada, logits), &[1], &params);
+    let (b, _) = run(&mut Scripted::new(Family::Llada, logits), &[1], &params);
+    assert_eq!(a, b);
+    assert_eq!(commits.iter().map(Vec::len).collect::<Vec<_>>(), vec![2, 2, 2, 2]);
+    for (pos, &t) in a.iter().enumerate().skip(1) {
+        assert_eq!(t as usize, pos % 4, "the token is still the argmax; only the order is random");
+    }
+}
+
+fn dream(gen_length: usize, steps: usize) -> GenerateParams {
+    GenerateParams {
+        gen_length,
+        steps,
+        temperature: 0.0,
+        top_p: None,
+        early_stop: false,
+        ..GenerateParams::defaults_for(Family::Dream)
+    }
+}
+
+#[test]
+fn dream_reads_the_logits_of_the_previous_position() {
+    // Row r predicts token r % 5: position j must receive (j - 1) % 5.
+    let logits = |_: &[u32], row: usize| {
+        let mut l = [0.0; N_VOCAB];
+        l[row % 5] = 2.0;
+        l
+    };
+    let (canvas, _) = run(&mut Scripted::new(Family::Dream, logits), &[1, 2], &dream(6, 3));
+    for (j, &t) in canvas.iter().enumerate().skip(2) {
+        assert_eq!(t as usize, (j - 1) % 5, "position {j}");
+    }
+}
+
+#[test]
+fn dream_origin_reveals_everything_by_the_last_step() {
+    let logits = |_: &[u32], _: usize| [0.0, 0.0, 0.0, 3.0, 0.0, 0.0, 0.0, 0.0];
+    let params = GenerateParams { alg: DreamAlg::Origin, seed: 9, ..dream(16, 4) };
+    let (canvas, commits) = run(&mut Scripted::new(Family::Dream, logits), &[1], &params);
+    assert!(canvas[1..].iter().all(|&t| t == 3));
+    assert_eq!(commits.iter().map(Vec::len).sum::<usize>(), 16);
+}
+
+#[test]
+fn dream_top_k_one_samples_the_argmax() {
+    let logits = |_: &[u32], row: usize| {
+        let mut l = [0.5; N_VOCAB];
+        l[row % 3] = 0.9;
+        l
+    };
+    let params = GenerateParams { temperature: 1.0, top_k: Some(1), seed: 5, ..dream(9, 3) };
+    let (canvas, commits) = run(&mut Scripted::new(Family::Dream, logits), &[1], &params);
+    for (j, &t) in canvas.iter().enumerate().skip(1) {
+        assert_eq!(t as usize, (j - 1) % 3);
+    }
+    // After top-k 1 the kept token has probability 1.
+    assert!(commits.iter().flatten().all(|&(_, c)| c.abs() < 1e-6), "the entropy of a certain token is 0");
+}
