@@ -49,7 +49,6 @@ pub mod q4k_layout {
 pub struct Packed {
     pub ty: GgmlType,
     pub n_groups: usize,
-    pub blocks_per_row: usize,
     group_bytes: usize,
     data: PackedBytes,
 }
@@ -141,7 +140,7 @@ pub fn pack(ty: GgmlType, data: &[u8], n_in: usize, n_out: usize, mut done: impl
         });
         done(first * COLS..(first * COLS + slice.len() / group_bytes * COLS));
     }
-    Packed { ty, n_groups, blocks_per_row: nb, group_bytes, data: out }
+    Packed { ty, n_groups, group_bytes, data: out }
 }
 
 /// One group of Q4_K: `src` holds the group's 8 rows as in the file.

@@ -223,11 +223,6 @@ impl GgufFile {
         self.get_str("general.architecture")
     }
 
-    /// An architecture-scoped key, e.g. `arch_key("block_count")` = "llada.block_count".
-    pub fn arch_key(&self, suffix: &str) -> String {
-        format!("{}.{suffix}", self.architecture().unwrap_or("general"))
-    }
-
     /// `diffusion.shift_logits`; None when the file does not say (Dream's converter).
     pub fn shift_logits(&self) -> Option<bool> {
         self.get_bool("diffusion.shift_logits")

@@ -103,11 +103,6 @@ impl GgmlType {
         self.entry().3
     }
 
-    /// The name ggml and llama.cpp print for this type.
-    pub fn name(self) -> String {
-        format!("{self:?}")
-    }
-
     /// Whether dllm can dequantize (and so compute with) this type.
     pub fn is_supported(self) -> bool {
         use GgmlType::*;
