@@ -6,6 +6,7 @@ pub mod chat;
 pub mod cpu;
 pub mod engine;
 pub mod gguf;
+pub mod hub;
 pub mod model;
 pub mod ops;
 pub mod quant;

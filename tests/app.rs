@@ -167,3 +167,40 @@ fn every_setting_reaches_the_engine() {
         "seed, temperature, remasking"
     );
 }
+
+#[test]
+fn download_from_a_mock_hub_then_load() {
+    use std::collections::HashMap;
+    let bytes = std::fs::read(data("models/llada-tiny-Q8_0.gguf")).unwrap();
+    let mock = common::mock_hub::start_mock(HashMap::from([("tiny-Q8_0.gguf".to_string(), bytes.clone())]));
+    let cache = std::env::temp_dir().join(format!("dllm-app-hub-{}", std::process::id()));
+    let mut h = harness();
+    h.state_mut().settings.hf_endpoint = Some(mock.endpoint.clone());
+    h.state_mut().settings.hf_cache = Some(cache.clone());
+    h.get_by_label("Download from Hugging Face").click();
+    h.run_steps(3);
+    // A missing repository: a clear message, nothing loaded.
+    h.get_by_role_and_label(Role::TextInput, "Repository").click();
+    h.run_steps(2);
+    h.get_by_role_and_label(Role::TextInput, "Repository").type_text("nobody/nothing");
+    h.run_steps(2);
+    h.get_by_label("List files").click();
+    h.run_steps(2);
+    wait_for(&mut h, "the listing", |a| !a.download.is_busy());
+    assert!(h.query_by_label_contains("was not found").is_some(), "{:?}", h.state().download.message);
+    // The fixture repository: list, pick Q8_0, download, verify, load.
+    h.state_mut().download.repo_spec = format!("{}:Q8_0", common::mock_hub::REPO);
+    h.get_by_label("List files").click();
+    h.run_steps(2);
+    wait_for(&mut h, "the listing", |a| !a.download.is_busy());
+    assert_eq!(h.state().download.files.len(), 1);
+    assert!(h.query_by_label_contains("tiny-Q8_0.gguf").is_some(), "files are listed with sizes");
+    h.get_by_label("Download").click();
+    h.run_steps(2);
+    wait_for(&mut h, "the download and load", |a| a.session.is_some() || a.error.is_some());
+    let path = h.state().session.as_ref().expect("the downloaded model loads").info().path.clone();
+    assert!(path.starts_with(&cache), "{}", path.display());
+    assert_eq!(std::fs::read(&path).unwrap(), bytes);
+    assert!(h.state().download.message.as_deref().is_some_and(|m| m.contains("verified")));
+    std::fs::remove_dir_all(&cache).ok();
+}

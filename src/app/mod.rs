@@ -3,6 +3,7 @@
 
 mod canvas;
 mod chart;
+mod download;
 mod run_view;
 mod settings;
 
@@ -11,6 +12,7 @@ use std::path::PathBuf;
 use egui::RichText;
 use poll_promise::Promise;
 
+pub use download::DownloadPanel;
 pub use run_view::RunView;
 pub use settings::Settings;
 
@@ -46,6 +48,7 @@ pub struct DllmApp {
     pub error: Option<String>,
     /// The step the canvas shows after a run (None: the latest).
     pub replay_step: Option<usize>,
+    pub download: DownloadPanel,
 }
 
 impl DllmApp {
@@ -62,6 +65,7 @@ impl DllmApp {
             run: None,
             error: None,
             replay_step: None,
+            download: DownloadPanel::default(),
         };
         if let Some(path) = model {
             app.load(path);
@@ -76,6 +80,18 @@ impl DllmApp {
         let p = path.clone();
         let promise = Promise::spawn_thread("dllm-load", move || Session::load(&p, LoadOptions { threads }));
         self.loading = Some((path, promise));
+    }
+
+    /// The hub endpoint and cache downloads use (the setting, else the environment).
+    pub fn hub(&self) -> crate::hub::Hub {
+        let mut hub = crate::hub::Hub::from_env();
+        if let Some(endpoint) = self.settings.hf_endpoint.as_ref().filter(|e| !e.trim().is_empty()) {
+            hub.endpoint = endpoint.trim().trim_end_matches('/').to_string();
+        }
+        if let Some(dir) = &self.settings.hf_cache {
+            hub.cache_dir = dir.clone();
+        }
+        hub
     }
 
     pub fn is_loading(&self) -> bool {
@@ -151,6 +167,10 @@ impl DllmApp {
             if run.is_running() {
                 ctx.request_repaint_after(std::time::Duration::from_millis(16));
             }
+        }
+        if let Some(path) = self.download.poll(ctx) {
+            self.model_path = path.display().to_string();
+            self.load(path);
         }
         let dropped: Vec<PathBuf> = ctx.input(|i| i.raw.dropped_files.iter().map(|f| f.path().to_path_buf()).collect());
         if let Some(path) = dropped.into_iter().find(|p| p.extension().is_some_and(|e| e.eq_ignore_ascii_case("gguf")))
@@ -370,6 +390,10 @@ impl eframe::App for DllmApp {
             egui::ScrollArea::vertical().show(ui, |ui| {
                 ui.heading("Model");
                 self.model_card(ui);
+                ui.collapsing("Download from Hugging Face", |ui| {
+                    let hub = self.hub();
+                    self.download.ui(ui, &hub);
+                });
                 ui.separator();
                 ui.heading("Settings");
                 self.settings_panel(ui);

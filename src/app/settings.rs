@@ -21,6 +21,10 @@ pub struct Settings {
     /// None: the machine's physical cores.
     pub threads: Option<usize>,
     pub prompt: String,
+    /// Hugging Face endpoint; None: `HF_ENDPOINT`, else huggingface.co.
+    pub hf_endpoint: Option<String>,
+    /// Where downloads go; None: the standard Hugging Face cache (`HF_HOME`).
+    pub hf_cache: Option<PathBuf>,
 }
 
 impl Default for Settings {
@@ -44,6 +48,8 @@ impl Default for Settings {
             color_by_confidence: false,
             threads: None,
             prompt: "Write a short poem about the sea.".into(),
+            hf_endpoint: None,
+            hf_cache: None,
         }
     }
 }

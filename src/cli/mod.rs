@@ -3,6 +3,7 @@
 mod bench;
 mod inspect;
 mod logits;
+mod pull;
 mod run;
 mod tokenize;
 
@@ -33,6 +34,8 @@ enum Command {
     Run(Box<run::Args>),
     /// Write the raw logits of canvas rows to a file (parity checks)
     Logits(logits::Args),
+    /// Download a GGUF from Hugging Face (HF_ENDPOINT to use another endpoint)
+    Pull(pull::Args),
     /// Measure ms per step, tokens/s, startup, memory and efficiency against the int8 peak
     Bench(bench::Args),
 }
@@ -46,6 +49,7 @@ pub fn main() -> anyhow::Result<()> {
         Some(Command::Run(a)) => run::run(*a),
         Some(Command::Logits(a)) => logits::run(a),
         Some(Command::Bench(a)) => bench::run(a, process_start),
+        Some(Command::Pull(a)) => pull::run(a),
         None => dllm::app::run(cli.model),
     }
 }

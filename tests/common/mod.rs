@@ -1,6 +1,8 @@
 //! Helpers shared by the integration tests: fixture paths and raw little-endian arrays.
 #![allow(dead_code)] // each test binary uses a different subset
 
+pub mod mock_hub;
+
 pub fn data(path: &str) -> String {
     format!("{}/tests/data/{path}", env!("CARGO_MANIFEST_DIR"))
 }

@@ -1,0 +1,134 @@
+//! Downloads against a local mock of the Hugging Face API on 127.0.0.1, started by the test:
+//! listing with sizes, progress to 100%, verification, resume after an interrupted transfer,
+//! cancel, a 404, and a corrupt transfer that must never be offered as a model.
+
+mod common;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+use common::mock_hub::{COMMIT, MockHub, REPO, start_mock};
+use dllm::engine::{LoadOptions, Session};
+use dllm::hub::{Hub, HubError, parse_spec, pick};
+
+fn fixture() -> (String, Vec<u8>) {
+    ("tiny-Q8_0.gguf".to_string(), std::fs::read(common::data("models/llada-tiny-Q8_0.gguf")).unwrap())
+}
+
+fn hub(mock: &MockHub) -> (Hub, tempdir::Dir) {
+    let dir = tempdir::Dir::new();
+    (Hub { endpoint: mock.endpoint.clone(), cache_dir: dir.0.clone() }, dir)
+}
+
+mod tempdir {
+    /// A fresh directory under the system temp dir, removed on drop.
+    pub struct Dir(pub std::path::PathBuf);
+    impl Dir {
+        pub fn new() -> Dir {
+            static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+            let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let p = std::env::temp_dir().join(format!("dllm-hub-test-{}-{n}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&p);
+            std::fs::create_dir_all(&p).unwrap();
+            Dir(p)
+        }
+    }
+    impl Drop for Dir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+}
+
+#[test]
+fn download_reaches_100_percent_verifies_and_loads() {
+    let (name, bytes) = fixture();
+    let mock = start_mock(HashMap::from([(name.clone(), bytes.clone())]));
+    let (hub, _dir) = hub(&mock);
+    let files = hub.list_gguf(REPO).unwrap();
+    assert_eq!(files.len(), 1, "README.md is not offered");
+    let file = pick(REPO, &files, Some("q8_0")).unwrap();
+    assert_eq!((file.size, file.quant().as_deref()), (bytes.len() as u64, Some("Q8_0")));
+    let mut last = (0, 0);
+    let path = hub.download(REPO, file, &mut |done, total| last = (done, total), &AtomicBool::new(false)).unwrap();
+    assert_eq!(last, (bytes.len() as u64, bytes.len() as u64), "progress reaches 100%");
+    assert_eq!(std::fs::read(&path).unwrap(), bytes);
+    let p = path.to_string_lossy();
+    assert!(p.contains("models--dllm-test--tiny-GGUF") && p.contains(COMMIT), "standard cache layout: {p}");
+    assert_eq!(hub.cached(REPO, file).as_deref(), Some(path.as_path()));
+    let session = Session::load(&path, LoadOptions { threads: Some(1) }).unwrap();
+    assert_eq!(session.info().config.n_layer, 2);
+}
+
+#[test]
+fn an_interrupted_download_resumes_where_it_stopped() {
+    let (name, bytes) = fixture();
+    let mock = start_mock(HashMap::from([(name, bytes.clone())]));
+    let (hub, _dir) = hub(&mock);
+    let files = hub.list_gguf(REPO).unwrap();
+    mock.faults.lock().unwrap().cut_next_transfer_at = Some(700_000);
+    let first = hub.download(REPO, &files[0], &mut |_, _| {}, &AtomicBool::new(false));
+    assert!(first.is_err(), "a cut transfer is an error, not a model");
+    assert!(hub.cached(REPO, &files[0]).is_none());
+    let path = hub.download(REPO, &files[0], &mut |_, _| {}, &AtomicBool::new(false)).unwrap();
+    assert_eq!(std::fs::read(&path).unwrap(), bytes);
+    let ranges = mock.ranges.lock().unwrap().clone();
+    assert_eq!(ranges.first(), Some(&0));
+    assert!(
+        ranges.last().is_some_and(|&r| r >= 700_000 && r < bytes.len()),
+        "resumed from the partial file: {ranges:?}"
+    );
+}
+
+#[test]
+fn cancel_stops_and_a_later_download_resumes() {
+    let (name, bytes) = fixture();
+    let mock = start_mock(HashMap::from([(name, bytes.clone())]));
+    let (hub, _dir) = hub(&mock);
+    let files = hub.list_gguf(REPO).unwrap();
+    let cancel = AtomicBool::new(false);
+    let calls = AtomicUsize::new(0);
+    let err = hub
+        .download(
+            REPO,
+            &files[0],
+            &mut |done, _| {
+                if done > 0 && calls.fetch_add(1, Ordering::Relaxed) == 2 {
+                    cancel.store(true, Ordering::Relaxed);
+                }
+            },
+            &cancel,
+        )
+        .unwrap_err();
+    assert!(matches!(err, HubError::Cancelled), "{err}");
+    assert!(hub.cached(REPO, &files[0]).is_none());
+    let path = hub.download(REPO, &files[0], &mut |_, _| {}, &AtomicBool::new(false)).unwrap();
+    assert_eq!(std::fs::read(&path).unwrap(), bytes);
+}
+
+#[test]
+fn a_corrupt_transfer_is_never_offered_as_a_model() {
+    let (name, bytes) = fixture();
+    let mock = start_mock(HashMap::from([(name, bytes)]));
+    mock.faults.lock().unwrap().wrong_sha = true;
+    let (hub, _dir) = hub(&mock);
+    let files = hub.list_gguf(REPO).unwrap();
+    let err = hub.download(REPO, &files[0], &mut |_, _| {}, &AtomicBool::new(false)).unwrap_err();
+    assert!(matches!(err, HubError::Verify { .. }), "{err}");
+    assert!(err.to_string().contains("sha256"), "{err}");
+    assert!(hub.cached(REPO, &files[0]).is_none());
+}
+
+#[test]
+fn missing_repos_and_bad_ids_have_clear_errors() {
+    let mock = start_mock(HashMap::new());
+    let (hub, _dir) = hub(&mock);
+    let err = hub.list_gguf("nobody/nothing").unwrap_err();
+    assert!(matches!(err, HubError::NotFound { .. }) && err.to_string().contains("nobody/nothing"), "{err}");
+    assert!(matches!(parse_spec("just-a-name"), Err(HubError::BadRepoId(_))));
+    assert!(matches!(parse_spec("a/b:"), Err(HubError::BadRepoId(_))));
+    assert_eq!(parse_spec("owner/repo:Q6_K").unwrap(), ("owner/repo".to_string(), Some("Q6_K".to_string())));
+    let offline = Hub { endpoint: "http://127.0.0.1:9".into(), cache_dir: std::env::temp_dir() };
+    let err = offline.list_gguf("owner/repo").unwrap_err();
+    assert!(matches!(err, HubError::Network { .. }) && err.to_string().contains("cannot reach"), "{err}");
+}
