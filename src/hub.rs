@@ -155,6 +155,31 @@ impl Hub {
         Ok(files)
     }
 
+    /// Every .gguf file in the cache's model snapshots (repository, path), newest repositories'
+    /// files included; what the app offers as already downloaded.
+    pub fn downloaded(&self) -> Vec<(String, PathBuf)> {
+        let mut found = Vec::new();
+        let Ok(repos) = std::fs::read_dir(&self.cache_dir) else { return found };
+        for repo in repos.flatten() {
+            let name = repo.file_name().to_string_lossy().into_owned();
+            let Some(id) = name.strip_prefix("models--") else { continue };
+            let id = id.replacen("--", "/", 1);
+            let Ok(snapshots) = std::fs::read_dir(repo.path().join("snapshots")) else { continue };
+            for snapshot in snapshots.flatten() {
+                let Ok(files) = std::fs::read_dir(snapshot.path()) else { continue };
+                for file in files.flatten() {
+                    let path = file.path();
+                    // A dangling link (blob removed) is not a model.
+                    if path.extension().is_some_and(|e| e.eq_ignore_ascii_case("gguf")) && path.is_file() {
+                        found.push((id.clone(), path));
+                    }
+                }
+            }
+        }
+        found.sort();
+        found
+    }
+
     /// The file in the local cache, if a verified copy is there.
     pub fn cached(&self, repo: &str, file: &RemoteFile) -> Option<PathBuf> {
         let path =

@@ -210,6 +210,20 @@ impl DllmApp {
                         ui.close();
                     }
                 }
+                ui.separator();
+                ui.label("Downloaded (Hugging Face cache)");
+                let downloaded = self.hub().downloaded();
+                if downloaded.is_empty() {
+                    ui.label("none");
+                }
+                for (repo, path) in downloaded {
+                    let name = path.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
+                    if ui.button(format!("{repo} / {name}")).clicked() {
+                        self.model_path = path.display().to_string();
+                        self.load(path);
+                        ui.close();
+                    }
+                }
             });
             if self.is_loading() {
                 ui.spinner();
@@ -241,6 +255,11 @@ impl DllmApp {
             ui.end_row();
             ui.label("file size");
             ui.label(crate::summary::human_bytes(info.file_bytes));
+            ui.end_row();
+            // The weights, repacked in place of the mapped file, dominate: this is about the
+            // memory the model needs, measured rather than estimated.
+            ui.label("peak memory");
+            ui.label(crate::bench::peak_rss_bytes().map_or("?".into(), crate::summary::human_bytes));
             ui.end_row();
             ui.label("device");
             ui.label(format!("CPU, {} threads ({})", info.threads, crate::cpu::active_isa().name()));
