@@ -56,19 +56,26 @@ unsafe fn finish_block_with_mins(
     }
 }
 
-#[target_feature(enable = "avx2,fma")]
-pub unsafe fn dot_q4_k<const R: usize>(w: &[u8], a: &[&[BlockQ8K]; R]) -> [f32; R] {
+/// Where a Q4_K-like block keeps its fields: (block size, d, dmin, packed scales).
+type K4Layout = (usize, usize, usize, usize);
+
+/// The loop shared by the Q4_K and Q5_K row kernels (the same scales, mins and sub-block
+/// pairs); `unpack(block, j)` gives the weights of sub-blocks 2j and 2j+1 as unsigned bytes.
+#[inline(always)]
+unsafe fn dot_k4_like<const R: usize>(
+    w: &[u8],
+    a: &[&[BlockQ8K]; R],
+    (size, d_off, dmin_off, scales_off): K4Layout,
+    unpack: impl Fn(&[u8], usize) -> (__m256i, __m256i),
+) -> [f32; R] {
     unsafe {
-        let m4 = _mm256_set1_epi8(0x0F);
         let mut sum = [_mm256_setzero_ps(); R];
-        for (b, blk) in w.chunks_exact(q4_k::SIZE).enumerate() {
-            let (sc, mins) = k4_scales(&blk[q4_k::SCALES..q4_k::SCALES + 12]);
+        for (b, blk) in w.chunks_exact(size).enumerate() {
+            let (sc, mins) = k4_scales(&blk[scales_off..scales_off + 12]);
             let mins16 = _mm256_loadu_si256(mins.as_ptr() as *const __m256i);
             let mut acc = [_mm256_setzero_si256(); R];
             for j in 0..4 {
-                let q = load(blk.as_ptr().add(q4_k::QS + 32 * j));
-                let lo = _mm256_and_si256(q, m4);
-                let hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+                let (lo, hi) = unpack(blk, j);
                 let (s_lo, s_hi) = (_mm256_set1_epi16(sc[2 * j]), _mm256_set1_epi16(sc[2 * j + 1]));
                 for r in 0..R {
                     let y = a[r].get_unchecked(b).qs.as_ptr() as *const u8;
@@ -77,7 +84,7 @@ pub unsafe fn dot_q4_k<const R: usize>(w: &[u8], a: &[&[BlockQ8K]; R]) -> [f32; 
                     acc[r] = _mm256_add_epi32(acc[r], _mm256_add_epi32(p_lo, p_hi));
                 }
             }
-            let (d, dmin) = (f16_at(blk, q4_k::D), f16_at(blk, q4_k::DMIN));
+            let (d, dmin) = (f16_at(blk, d_off), f16_at(blk, dmin_off));
             for r in 0..R {
                 sum[r] = finish_block_with_mins(sum[r], acc[r], a[r].get_unchecked(b), mins16, d, dmin);
             }
@@ -91,42 +98,35 @@ pub unsafe fn dot_q4_k<const R: usize>(w: &[u8], a: &[&[BlockQ8K]; R]) -> [f32; 
 }
 
 #[target_feature(enable = "avx2,fma")]
-pub unsafe fn dot_q5_k<const R: usize>(w: &[u8], a: &[&[BlockQ8K]; R]) -> [f32; R] {
+pub unsafe fn dot_q4_k<const R: usize>(w: &[u8], a: &[&[BlockQ8K]; R]) -> [f32; R] {
+    let m4 = _mm256_set1_epi8(0x0F);
+    let layout = (q4_k::SIZE, q4_k::D, q4_k::DMIN, q4_k::SCALES);
+    // SAFETY: as for this function (see the module's contract).
     unsafe {
-        let m4 = _mm256_set1_epi8(0x0F);
-        let one = _mm256_set1_epi8(1);
-        let mut sum = [_mm256_setzero_ps(); R];
-        for (b, blk) in w.chunks_exact(q5_k::SIZE).enumerate() {
-            let (sc, mins) = k4_scales(&blk[q5_k::SCALES..q5_k::SCALES + 12]);
-            let mins16 = _mm256_loadu_si256(mins.as_ptr() as *const __m256i);
+        dot_k4_like(w, a, layout, |blk, j| {
+            let q = load(blk.as_ptr().add(q4_k::QS + 32 * j));
+            (_mm256_and_si256(q, m4), _mm256_and_si256(_mm256_srli_epi16(q, 4), m4))
+        })
+    }
+}
+
+#[target_feature(enable = "avx2,fma")]
+pub unsafe fn dot_q5_k<const R: usize>(w: &[u8], a: &[&[BlockQ8K]; R]) -> [f32; R] {
+    let (m4, one) = (_mm256_set1_epi8(0x0F), _mm256_set1_epi8(1));
+    let layout = (q5_k::SIZE, q5_k::D, q5_k::DMIN, q5_k::SCALES);
+    // SAFETY: as for this function (see the module's contract).
+    unsafe {
+        dot_k4_like(w, a, layout, |blk, j| {
+            let q = load(blk.as_ptr().add(q5_k::QS + 32 * j));
             let qh = load(blk.as_ptr().add(q5_k::QH));
-            let mut acc = [_mm256_setzero_si256(); R];
-            for j in 0..4 {
-                let q = load(blk.as_ptr().add(q5_k::QS + 32 * j));
-                // Bit 2j of each qh byte is the fifth bit of the low-nibble values, bit 2j+1
-                // of the high-nibble values.
-                let h_lo = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * j as i32)), one);
-                let h_hi = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * j as i32 + 1)), one);
-                let lo = _mm256_or_si256(_mm256_and_si256(q, m4), _mm256_slli_epi16(h_lo, 4));
-                let hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4), _mm256_slli_epi16(h_hi, 4));
-                let (s_lo, s_hi) = (_mm256_set1_epi16(sc[2 * j]), _mm256_set1_epi16(sc[2 * j + 1]));
-                for r in 0..R {
-                    let y = a[r].get_unchecked(b).qs.as_ptr() as *const u8;
-                    let p_lo = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, load(y.add(64 * j))), s_lo);
-                    let p_hi = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, load(y.add(64 * j + 32))), s_hi);
-                    acc[r] = _mm256_add_epi32(acc[r], _mm256_add_epi32(p_lo, p_hi));
-                }
-            }
-            let (d, dmin) = (f16_at(blk, q5_k::D), f16_at(blk, q5_k::DMIN));
-            for r in 0..R {
-                sum[r] = finish_block_with_mins(sum[r], acc[r], a[r].get_unchecked(b), mins16, d, dmin);
-            }
-        }
-        let mut out = [0f32; R];
-        for r in 0..R {
-            out[r] = hsum(sum[r]);
-        }
-        out
+            // Bit 2j of each qh byte is the fifth bit of the low-nibble values, bit 2j+1 of
+            // the high-nibble values.
+            let h_lo = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * j as i32)), one);
+            let h_hi = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * j as i32 + 1)), one);
+            let lo = _mm256_or_si256(_mm256_and_si256(q, m4), _mm256_slli_epi16(h_lo, 4));
+            let hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4), _mm256_slli_epi16(h_hi, 4));
+            (lo, hi)
+        })
     }
 }
 
