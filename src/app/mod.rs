@@ -49,6 +49,9 @@ pub struct DllmApp {
     /// The step the canvas shows after a run (None: the latest).
     pub replay_step: Option<usize>,
     pub download: DownloadPanel,
+    /// (prompt, raw, token count) of the last prompt checked, so that the settings check does
+    /// not tokenize the prompt again every frame.
+    prompt_len: Option<(String, bool, usize)>,
 }
 
 impl DllmApp {
@@ -66,6 +69,7 @@ impl DllmApp {
             error: None,
             replay_step: None,
             download: DownloadPanel::default(),
+            prompt_len: None,
         };
         if let Some(path) = model {
             app.load(path);
@@ -103,11 +107,18 @@ impl DllmApp {
     }
 
     /// Why the current settings cannot run, before running.
-    pub fn settings_problem(&self) -> Option<String> {
+    pub fn settings_problem(&mut self) -> Option<String> {
         let session = self.session.as_ref()?;
         let c = &session.info().config;
-        let prompt = self.prompt();
-        let prompt_len = session.prompt_ids(&prompt).map(|p| p.len()).unwrap_or(0);
+        let (text, raw) = (&self.settings.prompt, self.settings.raw_prompt);
+        let prompt_len = match &self.prompt_len {
+            Some((t, r, n)) if t == text && *r == raw => *n,
+            _ => {
+                let n = session.prompt_ids(&self.prompt()).map(|p| p.len()).unwrap_or(0);
+                self.prompt_len = Some((text.clone(), raw, n));
+                n
+            }
+        };
         self.settings.params(c.family).validate(c.family, prompt_len, c.context_length).err()
     }
 
@@ -150,6 +161,7 @@ impl DllmApp {
                 Ok(Ok(session)) => {
                     self.settings.remember_model(path);
                     self.session = Some(session);
+                    self.prompt_len = None;
                     self.run = None;
                 }
                 Ok(Err(e)) => self.error = Some(e.to_string()),

@@ -16,45 +16,27 @@ pub fn dot_q8_0(w: &[u8], a: &[BlockQ8_0]) -> f32 {
     sum
 }
 
-/// Q4_K weights x Q8_K activations.
-pub fn dot_q4_k(w: &[u8], a: &[BlockQ8K]) -> f32 {
-    let mut sum = 0f32;
-    for (b, y) in w.chunks_exact(q4_k::SIZE).zip(a) {
-        let scales = &b[q4_k::SCALES..q4_k::SCALES + 12];
-        let (mut isum, mut imin) = (0i32, 0i32);
-        for j in 0..QK_K / 64 {
-            let q = &b[q4_k::QS + 32 * j..q4_k::QS + 32 * j + 32];
-            let (sc1, m1) = scale_min_k4(2 * j, scales);
-            let (sc2, m2) = scale_min_k4(2 * j + 1, scales);
-            let y1 = &y.qs[64 * j..64 * j + 32];
-            let y2 = &y.qs[64 * j + 32..64 * j + 64];
-            let lo: i32 = q.iter().zip(y1).map(|(&q, &v)| (q & 0xF) as i32 * v as i32).sum();
-            let hi: i32 = q.iter().zip(y2).map(|(&q, &v)| (q >> 4) as i32 * v as i32).sum();
-            isum += sc1 as i32 * lo + sc2 as i32 * hi;
-            imin += m1 as i32 * (y.bsums[4 * j] as i32 + y.bsums[4 * j + 1] as i32);
-            imin += m2 as i32 * (y.bsums[4 * j + 2] as i32 + y.bsums[4 * j + 3] as i32);
-        }
-        sum += f16_at(b, q4_k::D) * y.d * isum as f32 - f16_at(b, q4_k::DMIN) * y.d * imin as f32;
-    }
-    sum
-}
+/// Where a Q4_K-like block keeps its fields: (block size, d, dmin, packed scales).
+type K4Layout = (usize, usize, usize, usize);
 
-/// Q5_K weights x Q8_K activations.
-pub fn dot_q5_k(w: &[u8], a: &[BlockQ8K]) -> f32 {
+/// The block dot shared by Q4_K and Q5_K (same scales, mins and layout of sub-block pairs);
+/// `value(block, j, l)` gives weight l (0..32) of sub-blocks 2j and 2j+1, unsigned.
+fn dot_k4_like(
+    w: &[u8],
+    a: &[BlockQ8K],
+    (size, d_off, dmin_off, scales_off): K4Layout,
+    value: impl Fn(&[u8], usize, usize) -> (i32, i32),
+) -> f32 {
     let mut sum = 0f32;
-    for (b, y) in w.chunks_exact(q5_k::SIZE).zip(a) {
-        let scales = &b[q5_k::SCALES..q5_k::SCALES + 12];
-        let qh = &b[q5_k::QH..q5_k::QH + 32];
+    for (b, y) in w.chunks_exact(size).zip(a) {
+        let scales = &b[scales_off..scales_off + 12];
         let (mut isum, mut imin) = (0i32, 0i32);
         for j in 0..QK_K / 64 {
-            let ql = &b[q5_k::QS + 32 * j..q5_k::QS + 32 * j + 32];
             let (sc1, m1) = scale_min_k4(2 * j, scales);
             let (sc2, m2) = scale_min_k4(2 * j + 1, scales);
-            let (u1, u2) = (1u8 << (2 * j), 2u8 << (2 * j));
             let (mut lo, mut hi) = (0i32, 0i32);
             for l in 0..32 {
-                let v1 = (ql[l] & 0xF) as i32 + if qh[l] & u1 != 0 { 16 } else { 0 };
-                let v2 = (ql[l] >> 4) as i32 + if qh[l] & u2 != 0 { 16 } else { 0 };
+                let (v1, v2) = value(b, j, l);
                 lo += v1 * y.qs[64 * j + l] as i32;
                 hi += v2 * y.qs[64 * j + 32 + l] as i32;
             }
@@ -62,9 +44,27 @@ pub fn dot_q5_k(w: &[u8], a: &[BlockQ8K]) -> f32 {
             imin += m1 as i32 * (y.bsums[4 * j] as i32 + y.bsums[4 * j + 1] as i32);
             imin += m2 as i32 * (y.bsums[4 * j + 2] as i32 + y.bsums[4 * j + 3] as i32);
         }
-        sum += f16_at(b, q5_k::D) * y.d * isum as f32 - f16_at(b, q5_k::DMIN) * y.d * imin as f32;
+        sum += f16_at(b, d_off) * y.d * isum as f32 - f16_at(b, dmin_off) * y.d * imin as f32;
     }
     sum
+}
+
+/// Q4_K weights x Q8_K activations.
+pub fn dot_q4_k(w: &[u8], a: &[BlockQ8K]) -> f32 {
+    dot_k4_like(w, a, (q4_k::SIZE, q4_k::D, q4_k::DMIN, q4_k::SCALES), |b, j, l| {
+        let q = b[q4_k::QS + 32 * j + l];
+        ((q & 0xF) as i32, (q >> 4) as i32)
+    })
+}
+
+/// Q5_K weights x Q8_K activations.
+pub fn dot_q5_k(w: &[u8], a: &[BlockQ8K]) -> f32 {
+    dot_k4_like(w, a, (q5_k::SIZE, q5_k::D, q5_k::DMIN, q5_k::SCALES), |b, j, l| {
+        let (q, h) = (b[q5_k::QS + 32 * j + l], b[q5_k::QH + l]);
+        // Bit 2j of qh is the fifth bit of the low-nibble weight, bit 2j+1 of the high one.
+        let fifth = |bit: usize| if h & (1 << bit) != 0 { 16 } else { 0 };
+        ((q & 0xF) as i32 + fifth(2 * j), (q >> 4) as i32 + fifth(2 * j + 1))
+    })
 }
 
 /// Q6_K weights x Q8_K activations.

@@ -11,7 +11,7 @@ pub(super) fn run(d: &mut Denoiser) -> Result<(), SamplerError> {
     let n_blocks = p.gen_length / p.block_length;
     let steps_per_block = p.steps / n_blocks;
     let n_vocab = d.n_vocab();
-    let mut uncond_logits = Vec::new();
+    let (mut uncond, mut uncond_logits) = (Vec::new(), Vec::new());
     let mut row = vec![0f32; n_vocab];
     for b in 0..n_blocks {
         let start = d.prompt_len + b * p.block_length;
@@ -29,7 +29,7 @@ pub(super) fn run(d: &mut Denoiser) -> Result<(), SamplerError> {
                 d.forward(&rows)?;
                 if p.cfg_scale > 0.0 {
                     // The unconditional canvas: the prompt masked out.
-                    let mut uncond = d.canvas.clone();
+                    uncond.clone_from(&d.canvas);
                     uncond[..d.prompt_len].fill(d.special.mask);
                     d.forward_into(&uncond, &rows, &mut uncond_logits)?;
                     for (c, u) in d.logits.iter_mut().zip(&uncond_logits) {

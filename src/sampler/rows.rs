@@ -35,8 +35,10 @@ pub fn softmax_in_place(row: &mut [f32]) {
 /// Dream's `top_p_logits`: keeps the most likely tokens whose cumulative probability first
 /// exceeds `top_p` (at least one), setting the others to f32::MIN. `order` is scratch space.
 pub fn top_p_filter(row: &mut [f32], top_p: f32, order: &mut Vec<u32>) {
-    let mut probs = row.to_vec();
-    softmax_in_place(&mut probs);
+    // The probabilities are those of `softmax_in_place` (same max, same sum, same order),
+    // computed where they are needed instead of into a copy of the row.
+    let max = row.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v));
+    let sum: f32 = row.iter().map(|&v| (v - max).exp()).sum();
     order.clear();
     order.extend(0..row.len() as u32);
     // Stable sort, descending by logit: equal logits keep index order, like torch.sort.
@@ -44,7 +46,7 @@ pub fn top_p_filter(row: &mut [f32], top_p: f32, order: &mut Vec<u32>) {
     let mut cum = 0f32;
     let mut remove_from = order.len();
     for (rank, &i) in order.iter().enumerate() {
-        cum += probs[i as usize];
+        cum += (row[i as usize] - max).exp() / sum;
         // Removed: tokens after the first whose cumulative probability exceeds top_p.
         if cum > top_p {
             remove_from = rank + 1;
