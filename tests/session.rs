@@ -136,3 +136,16 @@ fn seeded_sampling_is_reproducible() {
     assert_eq!(run(7).generated.canvas, run(7).generated.canvas);
     assert_ne!(run(7).generated.canvas, run(8).generated.canvas);
 }
+
+#[test]
+fn an_unusable_optional_hyperparameter_is_an_error_not_a_default() {
+    // Patch llada.attention.head_count_kv (u32 4) to 0 in place.
+    let mut bytes = std::fs::read(data("models/llada-tiny-Q4_K_M.gguf")).unwrap();
+    let key = b"llada.attention.head_count_kv";
+    let at = bytes.windows(key.len()).position(|w| w == key).unwrap() + key.len();
+    assert_eq!(&bytes[at..at + 8], &[4, 0, 0, 0, 4, 0, 0, 0], "u32 type tag, then the value 4");
+    bytes[at + 4] = 0;
+    let gguf = dllm::gguf::GgufFile::from_bytes("patched.gguf", bytes).unwrap();
+    let err = dllm::model::ModelConfig::from_gguf(&gguf).unwrap_err().to_string();
+    assert!(err.contains("head_count_kv") && err.contains("patched.gguf"), "{err}");
+}

@@ -75,7 +75,12 @@ impl ModelConfig {
         let float = |suffix: &str, default: f64| gguf.get_f64(&format!("{arch}.{suffix}")).unwrap_or(default) as f32;
         let n_embd = int("embedding_length")?;
         let n_head = int("attention.head_count")?;
-        let n_head_kv = int("attention.head_count_kv").unwrap_or(n_head);
+        // Optional keys: absent means the default; present but unusable is an error.
+        let int_or = |suffix: &str, default: usize| match gguf.get(&format!("{arch}.{suffix}")) {
+            None => Ok(default),
+            Some(_) => int(suffix),
+        };
+        let n_head_kv = int_or("attention.head_count_kv", n_head)?;
         let bad = |key: &str, value: String| ModelError::BadValue { file: file.clone(), key: key.into(), value };
         if !n_embd.is_multiple_of(n_head) {
             return Err(bad("attention.head_count", format!("{n_head} does not divide embedding_length {n_embd}")));
@@ -84,7 +89,7 @@ impl ModelConfig {
             return Err(bad("attention.head_count_kv", format!("{n_head_kv} does not divide head_count {n_head}")));
         }
         let head_dim = n_embd / n_head;
-        let rope_dims = int("rope.dimension_count").unwrap_or(head_dim);
+        let rope_dims = int_or("rope.dimension_count", head_dim)?;
         if rope_dims > head_dim || !rope_dims.is_multiple_of(2) {
             return Err(bad("rope.dimension_count", format!("{rope_dims} (head size {head_dim})")));
         }
@@ -103,7 +108,7 @@ impl ModelConfig {
             n_head_kv,
             head_dim,
             n_ff: int("feed_forward_length")?,
-            context_length: int("context_length").unwrap_or(4096),
+            context_length: int_or("context_length", 4096)?,
             rope_base: float("rope.freq_base", 10_000.0),
             rope_dims,
             rope_style: match family {
