@@ -4,6 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::model::ModelConfig;
+use crate::sampler::KvCacheMode;
 
 /// Multiply-adds of one forward pass over `rows` canvas positions with the LM head on
 /// `logit_rows` of them (projections, attention scores and values, output projection).
@@ -54,6 +55,11 @@ pub struct Settings {
     pub steps: usize,
     pub block: usize,
     pub runs: usize,
+    /// Fast-dLLM threshold decoding, if on.
+    #[serde(default)]
+    pub threshold: Option<f64>,
+    #[serde(default)]
+    pub cache: KvCacheMode,
 }
 
 /// One `dllm bench --json` result.
@@ -76,14 +82,60 @@ pub struct BenchResult {
     pub forward_macs_per_s: f64,
     /// forward_macs_per_s / int8_peak_macs_per_s.
     pub efficiency: f64,
+    /// Forward passes over the whole canvas, and those that ran a window against the K/V cache.
+    #[serde(default)]
+    pub full_pass_ms: Option<Stats>,
+    #[serde(default)]
+    pub cached_pass_ms: Option<Stats>,
+    /// Steps (= forward passes) per generation, and wall time per generated token.
+    #[serde(default)]
+    pub steps_per_run: Option<f64>,
+    #[serde(default)]
+    pub ms_per_token: Option<f64>,
 }
 
-/// The README's CPU benchmark table, one row per result.
+impl BenchResult {
+    /// Whether the run used Fast-dLLM decoding (threshold or cache).
+    pub fn is_fast_decoding(&self) -> bool {
+        self.settings.threshold.is_some() || self.settings.cache != KvCacheMode::None
+    }
+}
+
+/// The README's table of decoding modes: the cost of full and cached passes and of a token.
+pub fn render_decoding_table(results: &[(String, BenchResult)]) -> String {
+    let mut t = String::from(
+        "| result file | model | canvas | threshold, cache | steps per run | full pass ms | cached pass ms | cached / full | ms per token |\n|---|---|---|---|---|---|---|---|---|\n",
+    );
+    for (file, r) in results.iter().filter(|(_, r)| r.is_fast_decoding()) {
+        let s = &r.settings;
+        let ms = |x: &Option<Stats>| x.as_ref().map_or("-".to_owned(), |x| format!("{:.0}", x.median));
+        let ratio = match (&r.full_pass_ms, &r.cached_pass_ms) {
+            (Some(f), Some(c)) => format!("{:.2}x", c.median / f.median),
+            _ => "-".to_owned(),
+        };
+        t.push_str(&format!(
+            "| {file} | {} | {} + {} tokens, block {} | {}, {} | {:.0} | {} | {} | {ratio} | {:.0} |\n",
+            s.model,
+            s.prompt_tokens,
+            s.gen_tokens,
+            s.block,
+            s.threshold.map_or("none".to_owned(), |t| t.to_string()),
+            s.cache.name(),
+            r.steps_per_run.unwrap_or(0.0),
+            ms(&r.full_pass_ms),
+            ms(&r.cached_pass_ms),
+            r.ms_per_token.unwrap_or(0.0),
+        ));
+    }
+    t
+}
+
+/// The README's CPU benchmark table, one row per result of the official samplers.
 pub fn render_table(results: &[(String, BenchResult)]) -> String {
     let mut t = String::from(
         "| result file | model | ISA, threads | canvas | ms/step (median) | forward / sampling ms | tokens/s | startup | peak RSS / file | int8 peak | efficiency |\n|---|---|---|---|---|---|---|---|---|---|---|\n",
     );
-    for (file, r) in results {
+    for (file, r) in results.iter().filter(|(_, r)| !r.is_fast_decoding()) {
         let s = &r.settings;
         t.push_str(&format!(
             "| {file} | {} | {} x{} | {} + {} tokens, {} steps, block {} | {:.0} | {:.0} / {:.1} | {:.1} | {:.2} s | {:.2} | {:.0} G/s | {:.0}% |\n",

@@ -1,10 +1,19 @@
 //! The README's benchmark table is rendered from the result files under benches/results; this
 //! fails when they disagree. `UPDATE_README=1 cargo test --test bench_table` rewrites the table.
 
-use dllm::bench::{BenchResult, render_table};
+use dllm::bench::{BenchResult, render_decoding_table, render_table};
 
-const START: &str = "<!-- bench-table:start (generated from benches/results by tests/bench_table.rs) -->\n";
-const END: &str = "<!-- bench-table:end -->";
+/// Each table sits between a start and an end marker.
+const TABLES: [(&str, &str); 2] = [
+    (
+        "<!-- bench-table:start (generated from benches/results by tests/bench_table.rs) -->\n",
+        "<!-- bench-table:end -->",
+    ),
+    (
+        "<!-- decoding-table:start (generated from benches/results by tests/bench_table.rs) -->\n",
+        "<!-- decoding-table:end -->",
+    ),
+];
 
 #[test]
 fn readme_table_matches_result_files() {
@@ -24,14 +33,24 @@ fn readme_table_matches_result_files() {
             (p.file_name().unwrap().to_string_lossy().into_owned(), r)
         })
         .collect();
-    let table = render_table(&results);
     let readme_path = format!("{root}/README.md");
-    let readme = std::fs::read_to_string(&readme_path).unwrap();
-    let start = readme.find(START).expect("README has the table start marker") + START.len();
-    let end = readme.find(END).expect("README has the table end marker");
-    if std::env::var_os("UPDATE_README").is_some() {
-        std::fs::write(&readme_path, format!("{}{table}{}", &readme[..start], &readme[end..])).unwrap();
-        return;
+    let mut readme = std::fs::read_to_string(&readme_path).unwrap();
+    for ((start_marker, end_marker), table) in
+        TABLES.iter().zip([render_table(&results), render_decoding_table(&results)])
+    {
+        let start = readme.find(start_marker).expect("README has the table start marker") + start_marker.len();
+        let end = readme.find(end_marker).expect("README has the table end marker");
+        if std::env::var_os("UPDATE_README").is_some() {
+            readme = format!("{}{table}{}", &readme[..start], &readme[end..]);
+            continue;
+        }
+        assert_eq!(
+            &readme[start..end],
+            table,
+            "README table is stale: run UPDATE_README=1 cargo test --test bench_table"
+        );
     }
-    assert_eq!(&readme[start..end], table, "README table is stale: run UPDATE_README=1 cargo test --test bench_table");
+    if std::env::var_os("UPDATE_README").is_some() {
+        std::fs::write(&readme_path, readme).unwrap();
+    }
 }

@@ -2,7 +2,7 @@
 //! logits are known: classifier-free guidance, logits_eos_inf, confidence_eos_eot_inf,
 //! random remasking, Dream's shifted logits, origin, and top-k sampling.
 
-use dllm::model::{Family, Forward, ModelConfig, ModelError, RopeStyle};
+use dllm::model::{Family, Forward, ModelConfig, ModelError, Pass, RopeStyle};
 use dllm::sampler::{DreamAlg, GenerateParams, Remasking, SpecialTokens, generate};
 
 const MASK: u32 = 7;
@@ -43,7 +43,14 @@ impl<F: Fn(&[u32], usize) -> [f32; N_VOCAB] + Send> Forward for Scripted<F> {
     fn config(&self) -> &ModelConfig {
         &self.config
     }
-    fn forward(&mut self, tokens: &[u32], rows: &[usize], logits: &mut Vec<f32>) -> Result<(), ModelError> {
+    /// The script sees the whole canvas whatever the pass, like a cache that is never stale.
+    fn forward_pass(
+        &mut self,
+        tokens: &[u32],
+        _: &Pass,
+        rows: &[usize],
+        logits: &mut Vec<f32>,
+    ) -> Result<(), ModelError> {
         self.forwards += 1;
         logits.clear();
         for &r in rows {

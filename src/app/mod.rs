@@ -3,6 +3,7 @@
 
 mod canvas;
 mod chart;
+mod decoding;
 mod download;
 mod run_view;
 mod settings;
@@ -136,7 +137,13 @@ impl DllmApp {
         let params = self.settings.params(family).clone();
         let started = session.prompt_ids(&self.prompt()).and_then(|ids| {
             let generation = session.generate(ids.clone(), params.clone())?;
-            Ok(RunView::new(generation, &ids, params.gen_length, params.steps, session.info().special.mask))
+            // Threshold decoding takes a data-dependent number of steps: at most one per token,
+            // plus one step per block that commits nothing (see sampler::blocks).
+            let most_steps = match params.threshold {
+                Some(_) => params.gen_length + params.gen_length / params.block_length.max(1),
+                None => params.steps,
+            };
+            Ok(RunView::new(generation, &ids, params.gen_length, most_steps, session.info().special.mask))
         });
         match started {
             Ok(run) => {
@@ -294,10 +301,11 @@ impl DllmApp {
             row(ui, "generated length", "How many tokens the answer has room for (mask cells appended to the prompt).", &mut |ui| {
                 ui.add(egui::DragValue::new(&mut p.gen_length).range(1..=2048))
             });
-            row(ui, "steps", "Denoising steps. Fewer steps commit more tokens per step: faster, usually worse.", &mut |ui| {
+            decoding::ui(ui, family, p);
+            row(ui, "steps", "Denoising steps. Fewer steps commit more tokens per step: faster, usually worse. Threshold decoding takes as many steps as it needs.", &mut |ui| {
                 ui.add(egui::DragValue::new(&mut p.steps).range(1..=2048))
             });
-            if family == Family::Llada {
+            if family == Family::Llada || p.threshold.is_some() {
                 row(ui, "block length", "LLaDA fills the answer in blocks of this many tokens, left to right. Must divide the generated length.", &mut |ui| {
                     ui.add(egui::DragValue::new(&mut p.block_length).range(1..=2048))
                 });

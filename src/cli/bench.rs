@@ -7,7 +7,7 @@ use std::time::Instant;
 use dllm::bench::{BenchResult, Machine, Settings, Stats, cpu_name, forward_macs, peak_rss_bytes};
 use dllm::cpu::{active_isa, cpu_flags, int8_peak};
 use dllm::engine::{LoadOptions, Session};
-use dllm::sampler::GenerateParams;
+use dllm::sampler::{GenerateParams, KvCacheMode};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -23,9 +23,15 @@ pub struct Args {
     /// Denoising steps
     #[arg(long, default_value_t = 32)]
     steps: usize,
-    /// LLaDA block length
+    /// Block length (LLaDA; Dream with --threshold)
     #[arg(long, default_value_t = 32)]
     block: usize,
+    /// Fast-dLLM threshold decoding at this confidence
+    #[arg(long, value_name = "T")]
+    threshold: Option<f64>,
+    /// Fast-dLLM K/V cache: none, prefix or dual
+    #[arg(long, default_value = "none")]
+    cache: KvCacheMode,
     /// Compute threads [default: physical cores]
     #[arg(long)]
     threads: Option<usize>,
@@ -47,42 +53,54 @@ pub fn run(args: Args, process_start: Instant) -> anyhow::Result<()> {
     let params = GenerateParams {
         gen_length: args.gen_length,
         steps: args.steps,
-        block_length: if c.family == dllm::model::Family::Llada { args.block } else { args.gen_length },
+        block_length: if c.family == dllm::model::Family::Llada || args.threshold.is_some() {
+            args.block
+        } else {
+            args.gen_length
+        },
+        threshold: args.threshold,
+        cache: args.cache,
         temperature: 0.0,
         top_p: None,
         early_stop: false,
         ..GenerateParams::defaults_for(c.family)
     };
     let (mut step_ms, mut forward_ms, mut sample_ms, mut run_s) = (vec![], vec![], vec![], vec![]);
+    let (mut full_pass_ms, mut cached_pass_ms, mut steps_run) = (vec![], vec![], vec![]);
     let mut macs = 0.0;
     for run in 0..args.runs {
         let start = Instant::now();
         let mut before = prompt.clone();
         before.resize(prompt.len() + args.gen_length, info.special.mask);
-        let steps_per_block = args.steps / (args.gen_length / params.block_length);
         let finished = session.generate(prompt.clone(), params.clone())?.wait(|e| {
             step_ms.push(e.forward_ms + e.sample_ms);
             forward_ms.push(e.forward_ms);
             sample_ms.push(e.sample_ms);
+            if e.forwards > 0 {
+                if e.cached { &mut cached_pass_ms } else { &mut full_pass_ms }.push(e.forward_ms / e.forwards as f64);
+            }
             if run == 0 && e.forwards > 0 {
                 // The sampler asks the LM head only for the masked positions it may commit:
-                // those of the current block (LLaDA) or all masked ones (Dream).
-                let block = e.index / steps_per_block;
-                let range =
-                    prompt.len() + block * params.block_length..prompt.len() + (block + 1) * params.block_length;
-                let rows = before[range].iter().filter(|&&t| t == info.special.mask).count();
-                macs += forward_macs(c, before.len(), rows) * e.forwards as f64;
+                // those of the current block, the first with a mask (for Dream's official
+                // sampler the block is the whole answer). A cached pass runs its window only
+                // (its attention, over the whole canvas, is counted as the window's).
+                let answer = &before[prompt.len()..];
+                let block = answer.iter().position(|&t| t == info.special.mask).unwrap_or(0) / params.block_length;
+                let range = block * params.block_length..((block + 1) * params.block_length).min(answer.len());
+                let rows = answer[range].iter().filter(|&&t| t == info.special.mask).count();
+                macs += forward_macs(c, e.window.len(), rows) * e.forwards as f64;
             }
             before.clone_from(&e.canvas);
         })?;
         run_s.push(start.elapsed().as_secs_f64());
+        steps_run.push(finished.generated.steps as f64);
         eprintln!("run {}: {} steps in {:.0} ms", run + 1, finished.generated.steps, run_s[run] * 1e3);
     }
     let threads = info.threads;
     let isa = active_isa();
     let peak = int8_peak(isa, threads, 1.0);
     let forward = Stats::of(&forward_ms);
-    let macs_per_step = macs / args.steps as f64;
+    let macs_per_step = macs / steps_run[0].max(1.0);
     let forward_rate = macs_per_step / (forward.median / 1e3);
     let result = BenchResult {
         machine: Machine {
@@ -100,6 +118,8 @@ pub fn run(args: Args, process_start: Instant) -> anyhow::Result<()> {
             steps: args.steps,
             block: params.block_length,
             runs: args.runs,
+            threshold: args.threshold,
+            cache: args.cache,
         },
         ms_per_step: Stats::of(&step_ms),
         forward_ms: forward.clone(),
@@ -111,6 +131,10 @@ pub fn run(args: Args, process_start: Instant) -> anyhow::Result<()> {
         macs_per_step,
         forward_macs_per_s: forward_rate,
         efficiency: forward_rate / peak,
+        full_pass_ms: (!full_pass_ms.is_empty()).then(|| Stats::of(&full_pass_ms)),
+        cached_pass_ms: (!cached_pass_ms.is_empty()).then(|| Stats::of(&cached_pass_ms)),
+        steps_per_run: Some(Stats::of(&steps_run).median),
+        ms_per_token: Some(Stats::of(&run_s).median * 1e3 / args.gen_length as f64),
     };
     println!("model        {} ({:.2} GB)", result.settings.model, info.file_bytes as f64 / 1e9);
     println!("machine      {} [{}], {} x{}", result.machine.cpu, result.machine.flags.join(" "), isa.name(), threads);
@@ -126,6 +150,14 @@ pub fn run(args: Args, process_start: Instant) -> anyhow::Result<()> {
     );
     println!("int8 peak    {:.1} G multiply-adds/s ({} x{})", peak / 1e9, isa.name(), threads);
     println!("forward      {:.1} G multiply-adds/s = {:.1}% of peak", forward_rate / 1e9, 100.0 * result.efficiency);
+    let pass = |s: &Option<Stats>| s.as_ref().map_or("-".to_owned(), |s| format!("{:.1}", s.median));
+    println!(
+        "passes       {:.0} steps per run; full {} ms, cached {} ms (median); {:.1} ms per generated token",
+        result.steps_per_run.unwrap_or(0.0),
+        pass(&result.full_pass_ms),
+        pass(&result.cached_pass_ms),
+        result.ms_per_token.unwrap_or(0.0)
+    );
     if let Some(path) = &args.json {
         std::fs::write(path, serde_json::to_string_pretty(&result)? + "\n")
             .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;

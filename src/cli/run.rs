@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use dllm::engine::{LoadOptions, Prompt, Session, StepEvent};
 use dllm::model::Family;
-use dllm::sampler::{DreamAlg, GenerateParams, Remasking};
+use dllm::sampler::{DreamAlg, GenerateParams, KvCacheMode, Remasking};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -27,13 +27,21 @@ pub struct Args {
     /// Denoising steps [default: LLaDA 128, Dream 512]
     #[arg(long)]
     steps: Option<usize>,
-    /// LLaDA block length [default: 32]
+    /// Block length: LLaDA [default: 32]; Dream with --threshold (the block sampler)
     #[arg(long)]
     block: Option<usize>,
+    /// Fast-dLLM threshold decoding: commit every masked position of the block whose
+    /// probability reaches T, at least one per step (fewer steps; exact without a cache)
+    #[arg(long, value_name = "T")]
+    threshold: Option<f64>,
+    /// Fast-dLLM K/V cache: none (exact), prefix or dual (faster, approximate) [default: none]
+    #[arg(long)]
+    cache: Option<KvCacheMode>,
     /// Sampling temperature, 0 = greedy [default: LLaDA 0, Dream 0.2]
     #[arg(long)]
     temperature: Option<f32>,
-    /// Dream: origin, maskgit_plus, topk_margin or entropy [default: entropy]
+    /// Dream: origin, maskgit_plus, topk_margin, entropy, or confidence_threshold (with
+    /// --threshold: Fast-dLLM's quota sampler) [default: entropy]
     #[arg(long)]
     alg: Option<DreamAlg>,
     /// Dream: temperature of the choice of positions [default: 0]
@@ -96,14 +104,13 @@ impl Args {
                 }
             }
             Family::Dream => {
-                if self.block.is_some()
-                    || self.remasking.is_some()
-                    || self.cfg.is_some()
-                    || self.logits_eos_inf
-                    || self.confidence_eos_eot_inf
+                if self.block.is_some() && self.threshold.is_none() {
+                    anyhow::bail!("--block applies to Dream only with --threshold (the block sampler)");
+                }
+                if self.remasking.is_some() || self.cfg.is_some() || self.logits_eos_inf || self.confidence_eos_eot_inf
                 {
                     return Err(wrong_family(
-                        "--block, --remasking, --cfg, --logits-eos-inf and --confidence-eos-eot-inf",
+                        "--remasking, --cfg, --logits-eos-inf and --confidence-eos-eot-inf",
                         "LLaDA",
                     ));
                 }
@@ -131,6 +138,10 @@ impl Args {
             p.top_k = self.top_k;
         }
         p.eps = self.eps.unwrap_or(p.eps);
+        if self.threshold.is_some() {
+            p.threshold = self.threshold;
+        }
+        p.cache = self.cache.unwrap_or(p.cache);
         p.seed = self.seed.unwrap_or(p.seed);
         p.early_stop = !self.no_early_stop;
         Ok(p)
@@ -168,6 +179,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 "step": step.index,
                 "canvas": step.canvas,
                 "committed": step.committed.iter().map(|c| c.0).collect::<Vec<_>>(),
+                "forwards": step.forwards,
+                "window": [step.window.start, step.window.end],
+                "pass": if step.forwards == 0 { "none" } else if step.cached { "cached" } else { "full" },
                 "ms": step.forward_ms + step.sample_ms,
             });
             if let Err(e) = writeln!(w, "{line}") {

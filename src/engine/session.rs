@@ -57,6 +57,10 @@ pub struct StepEvent {
     pub forward_ms: f64,
     pub sample_ms: f64,
     pub forwards: usize,
+    /// Canvas positions the step's forward pass ran.
+    pub window: std::ops::Range<usize>,
+    /// Whether that pass read the K/V cache (an approximation) rather than the whole canvas.
+    pub cached: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -255,6 +259,8 @@ fn worker_loop(
                                 forward_ms: s.forward_ms,
                                 sample_ms: s.sample_ms,
                                 forwards: s.forwards,
+                                window: s.window.clone(),
+                                cached: s.cached,
                             };
                             // A front end that dropped its receiver no longer wants the run.
                             events.send(Event::Step(event)).is_ok() && !cancel.load(Ordering::Relaxed)

@@ -2,8 +2,9 @@
 
 use std::sync::Arc;
 
+use super::kv_cache::KvCache;
 use super::weights::{MatrixRef, Weights};
-use super::{Forward, ModelConfig, ModelError};
+use super::{Forward, ModelConfig, ModelError, Pass};
 use crate::cpu::repack::{COLS, pack};
 use crate::cpu::{Isa, active_isa};
 use crate::gguf::GgufFile;
@@ -26,6 +27,9 @@ struct Scratch {
     gate: Vec<f32>,
     up: Vec<f32>,
     rows: Vec<f32>,
+    /// Keys and values of the whole canvas for a windowed pass (cached rows and fresh ones).
+    all_k: Vec<f32>,
+    all_v: Vec<f32>,
     positions: Vec<usize>,
     rope: RopeTable,
     matmul: MatmulScratch,
@@ -37,6 +41,7 @@ pub struct CpuModel {
     config: ModelConfig,
     weights: Weights,
     scratch: Scratch,
+    cache: KvCache,
 }
 
 impl CpuModel {
@@ -46,7 +51,7 @@ impl CpuModel {
         if active_isa() == Isa::Avx2 {
             pack_for_kernels(&gguf, &mut weights);
         }
-        Ok(CpuModel { gguf, config, weights, scratch: Scratch::default() })
+        Ok(CpuModel { gguf, config, weights, scratch: Scratch::default(), cache: KvCache::default() })
     }
 
     pub fn gguf(&self) -> &Arc<GgufFile> {
@@ -124,30 +129,54 @@ impl Forward for CpuModel {
         &self.config
     }
 
-    fn forward(&mut self, tokens: &[u32], rows: &[usize], logits: &mut Vec<f32>) -> Result<(), ModelError> {
+    fn forward_pass(
+        &mut self,
+        tokens: &[u32],
+        pass: &Pass,
+        rows: &[usize],
+        logits: &mut Vec<f32>,
+    ) -> Result<(), ModelError> {
         let c = self.config.clone();
-        let n = tokens.len();
-        if n > c.context_length {
-            return Err(ModelError::CanvasTooLong { len: n, context: c.context_length });
+        let len = tokens.len();
+        if len > c.context_length {
+            return Err(ModelError::CanvasTooLong { len, context: c.context_length });
         }
         if let Some(&id) = tokens.iter().find(|&&id| id as usize >= c.n_vocab) {
             return Err(ModelError::TokenOutOfRange { id, n_vocab: c.n_vocab });
         }
-        if let Some(&row) = rows.iter().find(|&&r| r >= n) {
-            return Err(ModelError::RowOutOfRange { row, len: n });
+        if let Some(&row) = rows.iter().find(|&&r| r >= len) {
+            return Err(ModelError::RowOutOfRange { row, len });
         }
-        let d = c.n_embd;
+        let window = pass.window(len);
+        if window.start >= window.end || window.end > len {
+            return Err(ModelError::BadWindow { start: window.start, end: window.end, len });
+        }
+        if let Some(&row) = rows.iter().find(|&&r| !window.contains(&r)) {
+            return Err(ModelError::RowOutsideWindow { row, start: window.start, end: window.end });
+        }
         let kv = c.n_head_kv * c.head_dim;
+        match pass {
+            Pass::Full => {}
+            Pass::FillCache => self.cache.begin_fill(c.n_layer, len, kv),
+            Pass::Window(_) => self.cache.check(len)?,
+        }
+        // Every per-position operation runs on the window's n rows only.
+        let n = window.len();
+        let d = c.n_embd;
         {
             let s = &mut self.scratch;
             grow(&mut s.x, n * d);
             grow(&mut s.h, n * d.max(c.n_ff));
             grow(&mut s.att, n * d);
+            if matches!(pass, Pass::Window(_)) {
+                grow(&mut s.all_k, len * kv);
+                grow(&mut s.all_v, len * kv);
+            }
             s.positions.clear();
-            s.positions.extend(0..n);
-            s.rope.prepare(n, c.rope_dims, c.rope_base);
+            s.positions.extend(window.clone());
+            s.rope.prepare(len, c.rope_dims, c.rope_base);
             let embd = self.weights.token_embd.view(&self.gguf);
-            for (row, &id) in s.x.chunks_exact_mut(d).zip(tokens) {
+            for (row, &id) in s.x.chunks_exact_mut(d).zip(&tokens[window.clone()]) {
                 embd.dequantize_row(id as usize, row).expect("weights validated at load");
             }
         }
@@ -174,8 +203,26 @@ impl Forward for CpuModel {
             add_bias(&mut s.v[..n * kv], &layer.bv);
             s.rope.apply(&mut s.q[..n * d], &s.positions[..n], c.head_dim, c.rope_style);
             s.rope.apply(&mut s.k[..n * kv], &s.positions[..n], c.head_dim, c.rope_style);
-            let shape = AttentionShape { n_rows: n, n_head: c.n_head, n_head_kv: c.n_head_kv, head_dim: c.head_dim };
-            attention(&s.q[..n * d], &s.k[..n * kv], &s.v[..n * kv], shape, &mut s.att[..n * d], &mut s.attention);
+            let shape = AttentionShape {
+                n_rows: n,
+                n_keys: len,
+                n_head: c.n_head,
+                n_head_kv: c.n_head_kv,
+                head_dim: c.head_dim,
+            };
+            let (keys, values) = match pass {
+                Pass::Full => (&s.k[..n * kv], &s.v[..n * kv]),
+                Pass::FillCache => {
+                    self.cache.store(l, &s.k[..n * kv], &s.v[..n * kv]);
+                    (&s.k[..n * kv], &s.v[..n * kv])
+                }
+                Pass::Window(_) => {
+                    let fresh = (&s.k[..n * kv], &s.v[..n * kv]);
+                    self.cache.assemble(l, &window, fresh, &mut s.all_k[..len * kv], &mut s.all_v[..len * kv]);
+                    (&s.all_k[..len * kv], &s.all_v[..len * kv])
+                }
+            };
+            attention(&s.q[..n * d], keys, values, shape, &mut s.att[..n * d], &mut s.attention);
             self.linear(Buf::Att, wo, n, Buf::H);
             let layer = &self.weights.layers[l];
             let s = &mut self.scratch;
@@ -194,6 +241,7 @@ impl Forward for CpuModel {
         let m = rows.len();
         grow(&mut s.rows, m * d);
         for (i, &r) in rows.iter().enumerate() {
+            let r = r - window.start;
             rms_norm(&s.x[r * d..(r + 1) * d], &self.weights.output_norm, c.rms_eps, &mut s.rows[i * d..(i + 1) * d]);
         }
         logits.resize(m * c.n_vocab, 0.0);

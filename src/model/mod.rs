@@ -3,10 +3,14 @@
 
 mod config;
 mod cpu;
+mod kv_cache;
 mod weights;
+
+use std::ops::Range;
 
 pub use config::{Family, ModelConfig, RopeStyle};
 pub use cpu::CpuModel;
+pub use kv_cache::KvCache;
 
 use crate::quant::GgmlType;
 
@@ -36,6 +40,35 @@ pub enum ModelError {
     CanvasTooLong { len: usize, context: usize },
     #[error("row {row} is outside the {len}-position canvas")]
     RowOutOfRange { row: usize, len: usize },
+    #[error("row {row} is outside the window {start}..{end} this pass runs")]
+    RowOutsideWindow { row: usize, start: usize, end: usize },
+    #[error("window {start}..{end} does not lie within the {len}-position canvas")]
+    BadWindow { start: usize, end: usize, len: usize },
+    #[error("the K/V cache holds {cached} positions but the canvas has {canvas}; run a full pass that fills it first")]
+    CacheMismatch { cached: usize, canvas: usize },
+}
+
+/// Which canvas positions one forward pass runs, and how it uses the K/V cache.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Pass {
+    /// Every position; the cache is left alone.
+    Full,
+    /// Every position, keeping each layer's keys and values for later `Window` passes.
+    FillCache,
+    /// Only the positions in the window run. Their queries attend to every position of the
+    /// canvas: fresh keys and values inside the window, cached ones outside it. A window that
+    /// reaches the canvas end is Fast-dLLM's prefix cache; a block-sized one is its dual cache.
+    Window(Range<usize>),
+}
+
+impl Pass {
+    /// The positions this pass computes for a canvas of `len`.
+    pub fn window(&self, len: usize) -> Range<usize> {
+        match self {
+            Pass::Full | Pass::FillCache => 0..len,
+            Pass::Window(w) => w.clone(),
+        }
+    }
 }
 
 /// A backend that computes logits for a canvas. Implementations keep their work buffers
@@ -44,6 +77,17 @@ pub trait Forward: Send {
     fn config(&self) -> &ModelConfig;
 
     /// Raw logits (no Dream shift applied) of the canvas positions `rows`, written to
-    /// `logits` as `[rows.len(), n_vocab]` row-major.
-    fn forward(&mut self, tokens: &[u32], rows: &[usize], logits: &mut Vec<f32>) -> Result<(), ModelError>;
+    /// `logits` as `[rows.len(), n_vocab]` row-major. `rows` must lie in the pass's window.
+    fn forward_pass(
+        &mut self,
+        tokens: &[u32],
+        pass: &Pass,
+        rows: &[usize],
+        logits: &mut Vec<f32>,
+    ) -> Result<(), ModelError>;
+
+    /// A full pass that leaves the cache alone.
+    fn forward(&mut self, tokens: &[u32], rows: &[usize], logits: &mut Vec<f32>) -> Result<(), ModelError> {
+        self.forward_pass(tokens, &Pass::Full, rows, logits)
+    }
 }

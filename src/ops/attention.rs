@@ -7,7 +7,10 @@ use super::matmul::grow;
 /// Shapes of one attention call.
 #[derive(Clone, Copy)]
 pub struct AttentionShape {
+    /// Query rows.
     pub n_rows: usize,
+    /// Key/value rows (the whole canvas; more than `n_rows` when only a window of it runs).
+    pub n_keys: usize,
     pub n_head: usize,
     pub n_head_kv: usize,
     pub head_dim: usize,
@@ -22,17 +25,17 @@ pub struct AttentionScratch {
 }
 
 /// `out = softmax(q k^T / sqrt(d)) v` per head, every query attending to every key. `q` and
-/// `out` are `[n_rows, n_head * head_dim]`; `k` and `v` are `[n_rows, n_head_kv * head_dim]`;
+/// `out` are `[n_rows, n_head * head_dim]`; `k` and `v` are `[n_keys, n_head_kv * head_dim]`;
 /// query head h reads K/V head `h / (n_head / n_head_kv)`.
 pub fn attention(q: &[f32], k: &[f32], v: &[f32], s: AttentionShape, out: &mut [f32], scratch: &mut AttentionScratch) {
-    let AttentionShape { n_rows, n_head, n_head_kv, head_dim: hd } = s;
+    let AttentionShape { n_rows, n_keys, n_head, n_head_kv, head_dim: hd } = s;
     let group = n_head / n_head_kv;
     let (q_stride, kv_stride) = (n_head * hd, n_head_kv * hd);
     let scale = 1.0 / (hd as f32).sqrt();
-    grow(&mut scratch.scores, n_head * n_rows);
+    grow(&mut scratch.scores, n_head * n_keys);
     grow(&mut scratch.out_h, n_head * n_rows * hd);
-    scratch.scores[..n_head * n_rows]
-        .par_chunks_mut(n_rows)
+    scratch.scores[..n_head * n_keys]
+        .par_chunks_mut(n_keys)
         .zip(scratch.out_h[..n_head * n_rows * hd].par_chunks_mut(n_rows * hd))
         .enumerate()
         .for_each(|(h, (scores, out_h))| {

@@ -62,6 +62,9 @@ pub fn matmul_on(isa: Isa, x: &[f32], n_rows: usize, w: &Matrix, out: &mut [f32]
     let (n_in, n_out) = (w.n_in, w.n_out);
     debug_assert_eq!(x.len(), n_rows * n_in);
     debug_assert_eq!(out.len(), n_rows * n_out);
+    if n_rows == 0 {
+        return;
+    }
     grow(&mut scratch.out_t, n_rows * n_out);
     match w.ty {
         GgmlType::Q4_K | GgmlType::Q5_K | GgmlType::Q6_K => {

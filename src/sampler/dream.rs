@@ -4,7 +4,7 @@
 //! are shifted: position j reads the model's row j-1 (row 0 for position 0).
 
 use super::rows::{argmax, categorical, margin, neg_entropy, softmax_in_place, top_k_filter, top_p_filter};
-use super::{Denoiser, DreamAlg, SamplerError, top_k_by_confidence};
+use super::{Candidate, Denoiser, DreamAlg, SamplerError, keep_confident, top_k_by_confidence};
 
 /// torch.linspace(start, end, n) in f32, as PyTorch's CPU kernel evaluates it: the first half
 /// counts up from `start`, the second half down from `end`.
@@ -44,8 +44,8 @@ pub(super) fn run(d: &mut Denoiser) -> Result<(), SamplerError> {
                 let mut candidates = Vec::with_capacity(positions.len());
                 for (r, &pos) in positions.iter().enumerate() {
                     row.copy_from_slice(&d.logits[r * n_vocab..(r + 1) * n_vocab]);
-                    let (confidence, x0) = sample_token(d, &mut row, &mut scratch);
-                    candidates.push((pos, x0 as u32, confidence));
+                    let (confidence, x0) = sample_token(d, &mut row, &mut scratch, p.alg);
+                    candidates.push((pos, x0 as u32, confidence as f64));
                 }
                 committed = if p.alg == DreamAlg::Origin {
                     candidates
@@ -63,9 +63,54 @@ pub(super) fn run(d: &mut Denoiser) -> Result<(), SamplerError> {
     Ok(())
 }
 
+/// Fast-dLLM's `alg="confidence_threshold"`: no timestep schedule; step i may commit
+/// `q = gen_length / steps` tokens plus the carry `r` of those rejected at the step before:
+/// the `q + r` most confident masked positions are candidates, the first is committed, every
+/// other one only if its probability reaches the threshold, and the rejected ones carry over.
+/// Rejections at the last scheduled step extend the schedule with `q = 0` (only the carry),
+/// so decoding always ends with no mask left.
+pub(super) fn run_quota(d: &mut Denoiser) -> Result<(), SamplerError> {
+    let p = d.params;
+    // PyTorch compares the f32 confidences with the threshold cast to f32.
+    let threshold = p.threshold.expect("validated: the quota sampler has a threshold") as f32 as f64;
+    let n_vocab = d.n_vocab();
+    let shift = d.model.config().shift_logits;
+    let mut row = vec![0f32; n_vocab];
+    let mut scratch = (Vec::new(), Vec::new());
+    let (mut quota, mut carry) = (p.gen_length / p.steps, 0);
+    let mut i = 0;
+    while d.canvas[d.prompt_len..].contains(&d.special.mask) {
+        d.begin_step();
+        let masked: Vec<usize> = (d.prompt_len..d.canvas.len()).filter(|&j| d.canvas[j] == d.special.mask).collect();
+        let rows: Vec<usize> = masked.iter().map(|&j| if shift { j.saturating_sub(1) } else { j }).collect();
+        d.forward(&rows)?;
+        let mut candidates = Vec::with_capacity(masked.len());
+        for (r, &pos) in masked.iter().enumerate() {
+            row.copy_from_slice(&d.logits[r * n_vocab..(r + 1) * n_vocab]);
+            let (confidence, x0) = sample_token(d, &mut row, &mut scratch, p.alg);
+            candidates.push((pos, x0 as u32, confidence as f64));
+        }
+        let (committed, rejected) = keep_confident(candidates, quota + carry, threshold);
+        carry = rejected;
+        if i + 1 >= p.steps {
+            quota = 0;
+        }
+        i += 1;
+        if !d.end_step(&committed) {
+            return Ok(());
+        }
+    }
+    Ok(())
+}
+
 /// `sample_tokens`: temperature, top-p, top-k, softmax; then the token (argmax at temperature
 /// 0, else a draw) and the alg's confidence. `logits` is consumed as scratch.
-fn sample_token(d: &mut Denoiser, logits: &mut [f32], scratch: &mut (Vec<u32>, Vec<f32>)) -> (f32, usize) {
+pub(super) fn sample_token(
+    d: &mut Denoiser,
+    logits: &mut [f32],
+    scratch: &mut (Vec<u32>, Vec<f32>),
+    alg: DreamAlg,
+) -> (f32, usize) {
     let p = d.params;
     if p.temperature > 0.0 {
         for v in logits.iter_mut() {
@@ -83,17 +128,17 @@ fn sample_token(d: &mut Denoiser, logits: &mut [f32], scratch: &mut (Vec<u32>, V
     softmax_in_place(logits);
     let probs = logits;
     let x0 = if p.temperature > 0.0 { categorical(probs, d.uniform()) } else { argmax(probs) };
-    let confidence = match p.alg {
+    let confidence = match alg {
         DreamAlg::TopkMargin => margin(probs),
         DreamAlg::Entropy => neg_entropy(probs),
-        DreamAlg::Origin | DreamAlg::MaskgitPlus => probs[x0],
+        DreamAlg::Origin | DreamAlg::MaskgitPlus | DreamAlg::ConfidenceThreshold => probs[x0],
     };
     (confidence, x0)
 }
 
 /// The `k` positions to commit: the most confident (alg_temp 0), or drawn without replacement
 /// with probabilities softmax(confidence / alg_temp).
-fn choose_positions(d: &mut Denoiser, candidates: Vec<(usize, u32, f32)>, k: usize) -> Vec<(usize, u32, f32)> {
+fn choose_positions(d: &mut Denoiser, candidates: Vec<Candidate>, k: usize) -> Vec<Candidate> {
     if k == 0 {
         return Vec::new();
     }
@@ -101,7 +146,7 @@ fn choose_positions(d: &mut Denoiser, candidates: Vec<(usize, u32, f32)>, k: usi
     if alg_temp == 0.0 {
         return top_k_by_confidence(candidates, k);
     }
-    let mut weights: Vec<f32> = candidates.iter().map(|c| c.2 / alg_temp).collect();
+    let mut weights: Vec<f32> = candidates.iter().map(|c| c.2 as f32 / alg_temp).collect();
     softmax_in_place(&mut weights);
     let mut chosen = Vec::with_capacity(k);
     for _ in 0..k.min(candidates.len()) {

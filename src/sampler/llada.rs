@@ -3,8 +3,8 @@
 //! commits `base (+1 for the first masks % steps steps)` of its masked positions, those of
 //! highest confidence.
 
-use super::rows::{argmax, softmax_prob};
-use super::{Denoiser, Remasking, SamplerError, top_k_by_confidence};
+use super::rows::{argmax, softmax_prob, softmax_prob_f64};
+use super::{Candidate, Denoiser, Remasking, SamplerError, top_k_by_confidence};
 
 pub(super) fn run(d: &mut Denoiser) -> Result<(), SamplerError> {
     let p = d.params;
@@ -39,7 +39,7 @@ pub(super) fn run(d: &mut Denoiser) -> Result<(), SamplerError> {
                 let mut candidates = Vec::with_capacity(rows.len());
                 for (r, &pos) in rows.iter().enumerate() {
                     row.copy_from_slice(&d.logits[r * n_vocab..(r + 1) * n_vocab]);
-                    candidates.push(choose(d, &mut row, pos));
+                    candidates.push(choose(d, &mut row, pos, Precision::F32));
                 }
                 committed = top_k_by_confidence(candidates, k);
             }
@@ -51,8 +51,16 @@ pub(super) fn run(d: &mut Denoiser) -> Result<(), SamplerError> {
     Ok(())
 }
 
+/// The float type of the softmax behind a confidence: the official generate.py takes it of
+/// the f32 logits, Fast-dLLM's samplers of the logits cast to f64.
+#[derive(Clone, Copy)]
+pub(super) enum Precision {
+    F32,
+    F64,
+}
+
 /// The token and confidence for one masked position, from its logits.
-fn choose(d: &mut Denoiser, logits: &mut [f32], pos: usize) -> (usize, u32, f32) {
+pub(super) fn choose(d: &mut Denoiser, logits: &mut [f32], pos: usize, precision: Precision) -> Candidate {
     let p = d.params;
     if p.logits_eos_inf
         && let Some(eos) = d.special.eos
@@ -81,9 +89,10 @@ fn choose(d: &mut Denoiser, logits: &mut [f32], pos: usize) -> (usize, u32, f32)
     {
         logits[eot as usize] = f32::NEG_INFINITY;
     }
-    let confidence = match p.remasking {
-        Remasking::LowConfidence => softmax_prob(logits, x0),
-        Remasking::Random => d.uniform() as f32,
+    let confidence = match (p.remasking, precision) {
+        (Remasking::LowConfidence, Precision::F32) => softmax_prob(logits, x0) as f64,
+        (Remasking::LowConfidence, Precision::F64) => softmax_prob_f64(logits, x0),
+        (Remasking::Random, _) => d.uniform(),
     };
     (pos, x0 as u32, confidence)
 }

@@ -1,18 +1,20 @@
 //! The denoising loops: LLaDA's `generate()` and Dream's `diffusion_generate()`, ported step
 //! for step from the official code, over any backend that implements `model::Forward`.
 
+mod blocks;
 mod dream;
 mod llada;
 mod params;
 pub mod rows;
 
+use std::ops::Range;
 use std::time::Instant;
 
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
-use crate::model::{Family, Forward, ModelError};
-pub use params::{DreamAlg, GenerateParams, Remasking};
+use crate::model::{Family, Forward, ModelError, Pass};
+pub use params::{DreamAlg, GenerateParams, KvCacheMode, Remasking};
 
 /// The token ids the samplers treat specially.
 #[derive(Debug, Clone, Copy)]
@@ -43,6 +45,10 @@ pub struct StepInfo<'a> {
     pub sample_ms: f64,
     /// Model forward passes this step ran (0 when it had nothing to commit, 2 with CFG).
     pub forwards: usize,
+    /// Canvas positions the step's forward pass ran (empty when it ran none).
+    pub window: Range<usize>,
+    /// Whether that pass read the K/V cache (an approximation) instead of running the canvas.
+    pub cached: bool,
 }
 
 /// The outcome of a generation.
@@ -117,11 +123,16 @@ pub fn generate(
         steps_run: 0,
         forward_ms: 0.0,
         forwards: 0,
+        window: 0..0,
+        cached: false,
         step_start: Instant::now(),
         stop: None,
     };
     match config.family {
+        Family::Llada if params.threshold.is_some() || params.cache != KvCacheMode::None => blocks::run(&mut d)?,
         Family::Llada => llada::run(&mut d)?,
+        Family::Dream if params.alg == DreamAlg::ConfidenceThreshold => dream::run_quota(&mut d)?,
+        Family::Dream if params.threshold.is_some() => blocks::run(&mut d)?,
         Family::Dream => dream::run(&mut d)?,
     }
     Ok(Generated {
@@ -152,6 +163,8 @@ struct Denoiser<'a> {
     steps_run: usize,
     forward_ms: f64,
     forwards: usize,
+    window: Range<usize>,
+    cached: bool,
     step_start: Instant,
     stop: Option<Stop>,
 }
@@ -165,34 +178,47 @@ impl Denoiser<'_> {
         self.step_start = Instant::now();
         self.forward_ms = 0.0;
         self.forwards = 0;
+        self.window = 0..0;
+        self.cached = false;
     }
 
-    /// Logits of `rows` of `canvas` into `out`, timed as forward work.
+    /// Logits of `rows` of `canvas` into `out` from a full pass, timed as forward work.
     fn forward_into(&mut self, canvas: &[u32], rows: &[usize], out: &mut Vec<f32>) -> Result<(), ModelError> {
+        self.pass_into(canvas, &Pass::Full, rows, out)
+    }
+
+    fn pass_into(&mut self, canvas: &[u32], pass: &Pass, rows: &[usize], out: &mut Vec<f32>) -> Result<(), ModelError> {
         let t = Instant::now();
-        self.model.forward(canvas, rows, out)?;
+        self.model.forward_pass(canvas, pass, rows, out)?;
         self.forward_ms += t.elapsed().as_secs_f64() * 1e3;
         self.forwards += 1;
+        self.window = pass.window(canvas.len());
+        self.cached = matches!(pass, Pass::Window(_));
         Ok(())
     }
 
-    /// Logits of `rows` of the current canvas into `self.logits`.
+    /// Logits of `rows` of the current canvas into `self.logits`, from a full pass.
     fn forward(&mut self, rows: &[usize]) -> Result<(), ModelError> {
+        self.forward_pass(&Pass::Full, rows)
+    }
+
+    /// Logits of `rows` of the current canvas into `self.logits`.
+    fn forward_pass(&mut self, pass: &Pass, rows: &[usize]) -> Result<(), ModelError> {
         let canvas = std::mem::take(&mut self.canvas);
         let mut logits = std::mem::take(&mut self.logits);
-        let r = self.forward_into(&canvas, rows, &mut logits);
+        let r = self.pass_into(&canvas, pass, rows, &mut logits);
         self.canvas = canvas;
         self.logits = logits;
         r
     }
 
     /// Commits `committed` tokens, reports the step, and decides whether to go on.
-    fn end_step(&mut self, committed: &[(usize, u32, f32)]) -> bool {
+    fn end_step(&mut self, committed: &[Candidate]) -> bool {
         for &(pos, id, _) in committed {
             self.canvas[pos] = id;
         }
         let total_ms = self.step_start.elapsed().as_secs_f64() * 1e3;
-        let report: Vec<(usize, f32)> = committed.iter().map(|&(p, _, c)| (p, c)).collect();
+        let report: Vec<(usize, f32)> = committed.iter().map(|&(p, _, c)| (p, c as f32)).collect();
         let info = StepInfo {
             index: self.steps_run,
             canvas: &self.canvas,
@@ -200,14 +226,17 @@ impl Denoiser<'_> {
             forward_ms: self.forward_ms,
             sample_ms: (total_ms - self.forward_ms).max(0.0),
             forwards: self.forwards,
+            window: self.window.clone(),
+            cached: self.cached,
         };
         self.steps_run += 1;
         if !(self.on_step)(&info) {
             self.stop = Some(Stop::Cancelled);
             return false;
         }
-        let steps_remain = self.steps_run < self.params.steps;
-        if self.params.early_stop && steps_remain && answer_is_final(&self.canvas[self.prompt_len..], &self.special) {
+        let answer = &self.canvas[self.prompt_len..];
+        let steps_remain = answer.contains(&self.special.mask);
+        if self.params.early_stop && steps_remain && answer_is_final(answer, &self.special) {
             self.stop = Some(Stop::Early);
             return false;
         }
@@ -219,10 +248,27 @@ impl Denoiser<'_> {
     }
 }
 
+/// A masked position's proposal: (position, token, confidence). Confidence is kept in f64
+/// because Fast-dLLM's LLaDA sampler compares f64 probabilities with the threshold; f32
+/// confidences convert exactly.
+type Candidate = (usize, u32, f64);
+
 /// The `k` candidates of highest confidence, ties broken by position (torch.topk on the
-/// canvas order). Candidates are (position, token, confidence).
-fn top_k_by_confidence(mut candidates: Vec<(usize, u32, f32)>, k: usize) -> Vec<(usize, u32, f32)> {
+/// canvas order).
+fn top_k_by_confidence(mut candidates: Vec<Candidate>, k: usize) -> Vec<Candidate> {
     candidates.sort_by(|a, b| b.2.total_cmp(&a.2).then(a.0.cmp(&b.0)));
     candidates.truncate(k);
     candidates
+}
+
+/// Fast-dLLM's threshold rule over the `k` most confident candidates: the first is always
+/// kept, each other one only if its confidence reaches `threshold`. Returns the kept ones and
+/// how many were rejected.
+fn keep_confident(candidates: Vec<Candidate>, k: usize, threshold: f64) -> (Vec<Candidate>, usize) {
+    let ranked = top_k_by_confidence(candidates, k);
+    let n = ranked.len();
+    let kept: Vec<_> =
+        ranked.into_iter().enumerate().filter(|(i, c)| *i == 0 || c.2 >= threshold).map(|(_, c)| c).collect();
+    let rejected = n - kept.len();
+    (kept, rejected)
 }

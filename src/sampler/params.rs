@@ -27,6 +27,46 @@ pub enum DreamAlg {
     TopkMargin,
     /// Lowest entropy of the predicted distribution.
     Entropy,
+    /// Fast-dLLM: a quota of steps/gen tokens per step, of which only the most confident and
+    /// those whose probability reaches `threshold` are committed; the rest carry over.
+    ConfidenceThreshold,
+}
+
+/// Fast-dLLM's K/V caches. Both are approximations: the cached keys and values are those of
+/// the block's first step and do not see the tokens committed since.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum KvCacheMode {
+    /// Every step runs the whole canvas (exact).
+    #[default]
+    None,
+    /// Prompt and finished blocks are cached at each block's first step; later steps run the
+    /// current block and everything after it.
+    Prefix,
+    /// Everything outside the current block is cached; later steps run only the block.
+    Dual,
+}
+
+impl KvCacheMode {
+    pub fn name(self) -> &'static str {
+        match self {
+            KvCacheMode::None => "none",
+            KvCacheMode::Prefix => "prefix",
+            KvCacheMode::Dual => "dual",
+        }
+    }
+}
+
+impl std::str::FromStr for KvCacheMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "none" => Ok(KvCacheMode::None),
+            "prefix" => Ok(KvCacheMode::Prefix),
+            "dual" => Ok(KvCacheMode::Dual),
+            _ => Err(format!("unknown cache '{s}' (choose none, prefix or dual)")),
+        }
+    }
 }
 
 impl std::str::FromStr for Remasking {
@@ -48,7 +88,10 @@ impl std::str::FromStr for DreamAlg {
             "maskgit_plus" => Ok(DreamAlg::MaskgitPlus),
             "topk_margin" => Ok(DreamAlg::TopkMargin),
             "entropy" => Ok(DreamAlg::Entropy),
-            _ => Err(format!("unknown alg '{s}' (choose origin, maskgit_plus, topk_margin or entropy)")),
+            "confidence_threshold" => Ok(DreamAlg::ConfidenceThreshold),
+            _ => Err(format!(
+                "unknown alg '{s}' (choose origin, maskgit_plus, topk_margin, entropy or confidence_threshold)"
+            )),
         }
     }
 }
@@ -82,6 +125,12 @@ pub struct GenerateParams {
     pub eps: f32,
     pub top_p: Option<f32>,
     pub top_k: Option<usize>,
+    /// Fast-dLLM threshold decoding: each step commits every eligible masked position whose
+    /// confidence reaches this, and at least the most confident one. LLaDA: within the current
+    /// block. Dream: selects the block sampler, or with `alg = confidence_threshold` the quota
+    /// sampler.
+    pub threshold: Option<f64>,
+    pub cache: KvCacheMode,
 }
 
 impl Default for GenerateParams {
@@ -112,6 +161,8 @@ impl GenerateParams {
             eps: 1e-3,
             top_p: None,
             top_k: None,
+            threshold: None,
+            cache: KvCacheMode::None,
         };
         match family {
             Family::Llada => common,
@@ -151,6 +202,16 @@ impl GenerateParams {
         if self.top_k == Some(0) {
             return Err("top-k must be at least 1".into());
         }
+        if let Some(t) = self.threshold
+            && !(t > 0.0 && t <= 1.0)
+        {
+            return Err(format!("threshold must be in (0, 1], not {t}"));
+        }
+        if self.cache != KvCacheMode::None && self.cfg_scale > 0.0 {
+            return Err(
+                "classifier-free guidance cannot run with a K/V cache; set cfg to 0 or the cache to none".into()
+            );
+        }
         match family {
             Family::Llada => {
                 if self.block_length == 0 || !self.gen_length.is_multiple_of(self.block_length) {
@@ -171,6 +232,28 @@ impl GenerateParams {
                 }
             }
             Family::Dream => {
+                let quota_sampler = self.alg == DreamAlg::ConfidenceThreshold;
+                if quota_sampler && self.threshold.is_none() {
+                    return Err("alg confidence_threshold needs a threshold".into());
+                }
+                if quota_sampler && !self.gen_length.is_multiple_of(self.steps) {
+                    return Err(format!(
+                        "alg confidence_threshold commits generated length / steps tokens per step: steps ({}) must divide the generated length ({})",
+                        self.steps, self.gen_length
+                    ));
+                }
+                if self.cache != KvCacheMode::None && (quota_sampler || self.threshold.is_none()) {
+                    return Err("Dream's K/V cache runs with the block sampler: set a threshold and a block length, and an alg other than confidence_threshold".into());
+                }
+                if self.threshold.is_some()
+                    && !quota_sampler
+                    && (self.block_length < 2 || !self.gen_length.is_multiple_of(self.block_length))
+                {
+                    return Err(format!(
+                        "block length {} must be at least 2 and divide the generated length {} (Dream's threshold sampler works in equal blocks)",
+                        self.block_length, self.gen_length
+                    ));
+                }
                 if !(self.eps > 0.0 && self.eps < 1.0) {
                     return Err(format!("eps must be in (0, 1), not {}", self.eps));
                 }

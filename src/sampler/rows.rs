@@ -19,6 +19,13 @@ pub fn softmax_prob(row: &[f32], i: usize) -> f32 {
     (row[i] - max).exp() / sum
 }
 
+/// softmax(row)[i], in f64 from the f32 logits.
+pub fn softmax_prob_f64(row: &[f32], i: usize) -> f64 {
+    let max = row.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v)) as f64;
+    let sum: f64 = row.iter().map(|&v| (v as f64 - max).exp()).sum();
+    (row[i] as f64 - max).exp() / sum
+}
+
 /// Replaces logits by their softmax probabilities, in f32.
 pub fn softmax_in_place(row: &mut [f32]) {
     let max = row.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v));
