@@ -4,6 +4,7 @@ pub mod app;
 pub mod bench;
 pub mod chat;
 pub mod cpu;
+pub mod demo;
 pub mod engine;
 pub mod gguf;
 pub mod hub;

@@ -120,7 +120,7 @@ impl DllmApp {
                 n
             }
         };
-        self.settings.params(c.family).validate(c.family, prompt_len, c.context_length).err()
+        self.settings.params(session.info()).validate(c.family, prompt_len, c.context_length).err()
     }
 
     fn prompt(&self) -> Prompt {
@@ -133,8 +133,7 @@ impl DllmApp {
 
     pub fn generate(&mut self) {
         let Some(session) = &self.session else { return };
-        let family = session.info().config.family;
-        let params = self.settings.params(family).clone();
+        let params = self.settings.params(session.info()).clone();
         let started = session.prompt_ids(&self.prompt()).and_then(|ids| {
             let generation = session.generate(ids.clone(), params.clone())?;
             // Threshold decoding takes a data-dependent number of steps: at most one per token,
@@ -258,6 +257,9 @@ impl DllmApp {
         };
         let info = session.info();
         let c = &info.config;
+        if let Some(about) = &info.description {
+            ui.label(RichText::new(about).italics());
+        }
         egui::Grid::new("model_card").num_columns(2).show(ui, |ui| {
             let file = info.path.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
             ui.label("file");
@@ -290,8 +292,9 @@ impl DllmApp {
     }
 
     fn settings_panel(&mut self, ui: &mut egui::Ui) {
-        let Some(family) = self.family() else { return };
-        let p = self.settings.params_mut(family);
+        let Some(session) = &self.session else { return };
+        let family = session.info().config.family;
+        let p = self.settings.params_mut(session.info());
         egui::Grid::new("settings").num_columns(2).show(ui, |ui| {
             let row = |ui: &mut egui::Ui, name: &str, tip: &str, add: &mut dyn FnMut(&mut egui::Ui) -> egui::Response| {
                 let label = ui.label(name).on_hover_text(tip);

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
+use crate::engine::ModelInfo;
 use crate::model::Family;
 use crate::sampler::GenerateParams;
 
@@ -15,6 +16,9 @@ pub struct Settings {
     pub recent_models: Vec<PathBuf>,
     pub llada: GenerateParams,
     pub dream: GenerateParams,
+    /// For the bundled demo model (its own, since it suits longer answers than a CPU can
+    /// afford with an 8B model).
+    pub demo: GenerateParams,
     /// Tokenize the prompt as it is instead of wrapping it in the chat template.
     pub raw_prompt: bool,
     pub color_by_confidence: bool,
@@ -44,10 +48,11 @@ impl Default for Settings {
                 block_length: 64,
                 ..GenerateParams::defaults_for(Family::Dream)
             },
+            demo: crate::demo::params(),
             raw_prompt: false,
             color_by_confidence: false,
             threads: None,
-            prompt: "Write a short poem about the sea.".into(),
+            prompt: "Tell me a story about a cat.".into(),
             hf_endpoint: None,
             hf_cache: None,
         }
@@ -55,17 +60,20 @@ impl Default for Settings {
 }
 
 impl Settings {
-    pub fn params(&self, family: Family) -> &GenerateParams {
-        match family {
-            Family::Llada => &self.llada,
-            Family::Dream => &self.dream,
+    /// The settings for this model: the demo model's, else its family's.
+    pub fn params(&self, model: &ModelInfo) -> &GenerateParams {
+        match (is_demo(model), model.config.family) {
+            (true, _) => &self.demo,
+            (false, Family::Llada) => &self.llada,
+            (false, Family::Dream) => &self.dream,
         }
     }
 
-    pub fn params_mut(&mut self, family: Family) -> &mut GenerateParams {
-        match family {
-            Family::Llada => &mut self.llada,
-            Family::Dream => &mut self.dream,
+    pub fn params_mut(&mut self, model: &ModelInfo) -> &mut GenerateParams {
+        match (is_demo(model), model.config.family) {
+            (true, _) => &mut self.demo,
+            (false, Family::Llada) => &mut self.llada,
+            (false, Family::Dream) => &mut self.dream,
         }
     }
 
@@ -74,4 +82,8 @@ impl Settings {
         self.recent_models.insert(0, path);
         self.recent_models.truncate(10);
     }
+}
+
+fn is_demo(model: &ModelInfo) -> bool {
+    model.name.as_deref() == Some(crate::demo::NAME)
 }

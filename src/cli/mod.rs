@@ -19,7 +19,8 @@ use clap::{Parser, Subcommand};
 pub struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
-    /// With no command: open the desktop app with this model loading
+    /// With no command: open the desktop app with this model loading [default: the built-in
+    /// demo model]
     #[arg(short, long)]
     model: Option<std::path::PathBuf>,
 }
@@ -50,6 +51,12 @@ pub fn main() -> anyhow::Result<()> {
         Some(Command::Logits(a)) => logits::run(a),
         Some(Command::Bench(a)) => bench::run(a, process_start),
         Some(Command::Pull(a)) => pull::run(a),
-        None => dllm::app::run(cli.model),
+        None => {
+            let model = match cli.model {
+                Some(path) => Some(path),
+                None => dllm::demo::path().map_err(|e| eprintln!("dllm: {e}")).ok(),
+            };
+            dllm::app::run(model)
+        }
     }
 }

@@ -9,9 +9,9 @@ use dllm::sampler::{DreamAlg, GenerateParams, KvCacheMode, Remasking};
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// GGUF model file
+    /// GGUF model file [default: the built-in demo model]
     #[arg(short, long)]
-    model: PathBuf,
+    model: Option<PathBuf>,
     /// The prompt (wrapped in the model's chat template unless --raw)
     #[arg(allow_hyphen_values = true)]
     prompt: Option<String>,
@@ -86,9 +86,10 @@ pub struct Args {
 }
 
 impl Args {
-    /// The engine's parameters: the family's official defaults, overridden by the flags.
-    pub fn params(&self, family: Family) -> anyhow::Result<GenerateParams> {
-        let mut p = GenerateParams::defaults_for(family);
+    /// The engine's parameters: `defaults` (the family's official ones, or the demo model's),
+    /// overridden by the flags.
+    pub fn params(&self, family: Family, defaults: GenerateParams) -> anyhow::Result<GenerateParams> {
+        let mut p = defaults;
         let wrong_family = |flag: &str, other: &str| {
             anyhow::anyhow!("{flag} applies to {other} models; this is a {} model", family.name())
         };
@@ -158,9 +159,22 @@ impl Args {
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
-    let session = Session::load(&args.model, LoadOptions { threads: args.threads })?;
+    let model = match &args.model {
+        Some(path) => path.clone(),
+        None => {
+            eprintln!("[no -m given: using the built-in demo model, {}]", dllm::demo::ABOUT);
+            dllm::demo::path().map_err(anyhow::Error::msg)?
+        }
+    };
+    let session = Session::load(&model, LoadOptions { threads: args.threads })?;
     let info = session.info();
-    let params = args.params(info.config.family)?;
+    let family = info.config.family;
+    let defaults = if info.name.as_deref() == Some(dllm::demo::NAME) {
+        dllm::demo::params()
+    } else {
+        GenerateParams::defaults_for(family)
+    };
+    let params = args.params(family, defaults)?;
     let prompt = session.prompt_ids(&args.prompt()?)?;
     let mut trace = match &args.trace {
         Some(path) => Some(std::io::BufWriter::new(

@@ -26,6 +26,9 @@ pub struct LoadOptions {
 #[derive(Debug, Clone)]
 pub struct ModelInfo {
     pub path: PathBuf,
+    /// `general.name` and `general.description`, when the file has them.
+    pub name: Option<String>,
+    pub description: Option<String>,
     pub config: ModelConfig,
     pub special: SpecialTokens,
     pub n_params: u64,
@@ -150,6 +153,8 @@ impl Session {
         quant_mix.sort_by_key(|t| std::cmp::Reverse(t.1));
         let info = ModelInfo {
             path: path.as_ref().to_path_buf(),
+            name: gguf.get_str("general.name").map(str::to_owned),
+            description: gguf.get_str("general.description").map(str::to_owned),
             config: model.config().clone(),
             special,
             n_params: summary.n_params,

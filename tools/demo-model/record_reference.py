@@ -39,7 +39,7 @@ def get_num_transfer_tokens(mask_index, steps):
 
 
 @torch.no_grad()
-def generate(model, prompt, steps, gen_length, block_length, mask_id):
+def generate(model, prompt, steps, gen_length, block_length, mask_id, record=None):
     """ML-GSAI/LLaDA generate.py `generate` at temperature 0 (add_gumbel_noise is then the
     identity), cfg_scale 0, remasking 'low_confidence'."""
     x = torch.full((1, prompt.shape[1] + gen_length), mask_id, dtype=torch.long)
@@ -63,6 +63,17 @@ def generate(model, prompt, steps, gen_length, block_length, mask_id):
             for j in range(confidence.shape[0]):
                 _, select_index = torch.topk(confidence[j], k=num_transfer_tokens[j, i])
                 transfer_index[j, select_index] = True
+            if record is not None:
+                # Per step: the positions committed and, for every candidate (a masked position
+                # of the block), its token, confidence and the gap between its two largest
+                # logits, so that a test can tell a near-tie from a real difference.
+                top2 = torch.topk(logits[0], 2, dim=-1).values
+                candidates = {
+                    p: [int(x0[0, p]), round(float(confidence[0, p]), 7), round(float(top2[p, 0] - top2[p, 1]), 5)]
+                    for p in mask_index[0].nonzero().flatten().tolist()
+                    if confidence[0, p] > -1
+                }
+                record.append(dict(committed=transfer_index[0].nonzero().flatten().tolist(), candidates=candidates))
             x[transfer_index] = x0[transfer_index]
     return x
 
@@ -102,11 +113,13 @@ def main():
             else text
         )
         prompt_ids = [bos] + tok.encode(body).ids
-        out = generate(model, torch.tensor([prompt_ids]), mask_id=mask_id, **SETTINGS)[0].tolist()
+        steps = []
+        out = generate(model, torch.tensor([prompt_ids]), mask_id=mask_id, record=steps, **SETTINGS)[0].tolist()
         answer = out[len(prompt_ids) :]
         end = next((i for i, t in enumerate(answer) if t in ends), len(answer))
         cases.append(
-            dict(prompt=text, chat=chat, prompt_ids=prompt_ids, **SETTINGS, canvas=out, text=tok.decode(answer[:end]))
+            dict(prompt=text, chat=chat, prompt_ids=prompt_ids, **SETTINGS, canvas=out, text=tok.decode(answer[:end]),
+                 trace=steps)
         )
         print(json.dumps(cases[-1]["text"]))
     with open(args.out, "w") as f:

@@ -1,7 +1,9 @@
 """Trains the demo model: BPE tokenizer on the generated corpus, then LLaDA's masked-diffusion objective.
 
 Usage: python3 train.py --out build/ [--minutes 50] [--stories 100000] [--seed 0]
-Writes build/tokenizer.json, build/model.pt (weights + config) and build/train-log.json.
+       python3 train.py --out build/ --resume --minutes 30 --lr 8e-4   (a second phase)
+Writes build/tokenizer.json, build/model.pt (weights + config) and build/train-log.json
+(a resumed phase keeps the tokenizer, continues from model.pt and appends to the log).
 """
 
 import argparse
@@ -102,14 +104,24 @@ def main():
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("--lr", type=float, default=2e-3)
+    ap.add_argument("--warmup", type=float, default=45.0, help="seconds of linear warm-up")
+    ap.add_argument("--resume", action="store_true", help="continue from OUT/model.pt with its tokenizer")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
     torch.manual_seed(args.seed)
-    generator = torch.Generator().manual_seed(args.seed)
+    # A resumed phase draws its batches in a different order from the phase before.
+    phase = 0
+    if args.resume:
+        with open(os.path.join(args.out, "train-log.json")) as f:
+            phase = len(json.load(f).get("phases", [None]))
+    generator = torch.Generator().manual_seed(args.seed + phase)
 
     pairs = stories(args.stories, args.seed)
-    tok = train_tokenizer([t for _, t in pairs[:20_000]] + [r for r, _ in pairs[:20_000]])
-    tok.save(os.path.join(args.out, "tokenizer.json"))
+    if args.resume:
+        tok = Tokenizer.from_file(os.path.join(args.out, "tokenizer.json"))
+    else:
+        tok = train_tokenizer([t for _, t in pairs[:20_000]] + [r for r, _ in pairs[:20_000]])
+        tok.save(os.path.join(args.out, "tokenizer.json"))
     ids, starts = build_sequences(tok, pairs, args.seed)
     mask_id = tok.token_to_id("<|mdm_mask|>")
     lengths = (ids != tok.token_to_id("<|endoftext|>")).sum(1) + 1
@@ -117,6 +129,8 @@ def main():
 
     cfg = Config(vocab=tok.get_vocab_size())
     model = LLaDA(cfg)
+    if args.resume:
+        model.load_state_dict(torch.load(os.path.join(args.out, "model.pt"))["state"])
     n_params = sum(p.numel() for p in model.parameters())
     print(f"{n_params / 1e6:.2f} M parameters", flush=True)
     decay = [p for p in model.parameters() if p.dim() == 2]
@@ -126,7 +140,7 @@ def main():
         lr=args.lr, betas=(0.9, 0.95),
     )
     budget = args.minutes * 60
-    warmup = 45.0
+    warmup = args.warmup
     began = time.time()
     log, step, seen, ema = [], 0, 0, None
     order = torch.randperm(len(ids), generator=generator)
@@ -159,8 +173,17 @@ def main():
             print(json.dumps(entry), flush=True)
             torch.save({"config": cfg.__dict__, "state": model.state_dict()}, os.path.join(args.out, "model.pt"))
     torch.save({"config": cfg.__dict__, "state": model.state_dict()}, os.path.join(args.out, "model.pt"))
-    summary = dict(parameters=n_params, steps=step, minutes=round((time.time() - began) / 60, 1),
-                   final_masked_ce=round(ema, 4), tokens_seen=seen, seed=args.seed, stories=args.stories, log=log)
+    this_phase = dict(steps=step, minutes=round((time.time() - began) / 60, 1), peak_lr=args.lr,
+                      final_masked_ce=round(ema, 4), tokens_seen=seen, log=log)
+    phases = []
+    if args.resume:
+        with open(os.path.join(args.out, "train-log.json")) as f:
+            old = json.load(f)
+        phases = old.get("phases") or [{k: old[k] for k in ("steps", "minutes", "final_masked_ce", "tokens_seen", "log")}]
+    phases.append(this_phase)
+    summary = dict(parameters=n_params, seed=args.seed, stories=args.stories,
+                   minutes=round(sum(p["minutes"] for p in phases), 1), final_masked_ce=this_phase["final_masked_ce"],
+                   tokens_seen=sum(p["tokens_seen"] for p in phases), phases=phases)
     with open(os.path.join(args.out, "train-log.json"), "w") as f:
         json.dump(summary, f, indent=1)
 
