@@ -7,7 +7,7 @@ mod common;
 
 use std::sync::Arc;
 
-use common::{data, read_i32};
+use common::{data, f32_fixture, read_i32};
 use dllm::gguf::GgufFile;
 use dllm::model::{CpuModel, Family, Forward, Pass};
 use dllm::sampler::{DreamAlg, GenerateParams, KvCacheMode, SpecialTokens, generate};
@@ -84,21 +84,13 @@ fn traces() -> Vec<FastTrace> {
         .collect()
 }
 
-fn model(family: Family) -> CpuModel {
-    let file = match family {
-        Family::Llada => "models/llada-tiny-F32.gguf",
-        Family::Dream => "models/dream-tiny-F32.gguf",
-    };
-    CpuModel::load(Arc::new(GgufFile::open(data(file)).unwrap())).unwrap()
-}
-
 #[test]
 fn every_fast_dllm_trace_is_reproduced_pass_for_pass() {
     let all = traces();
     assert_eq!(all.len(), 112, "4 modes x 2 prompts x 2 shapes x 4 thresholds x 2 models, less LLaDA block_nocache");
     let mut total_steps = 0;
     for t in &all {
-        let mut m = model(t.family);
+        let mut m = f32_fixture(t.family);
         let special = SpecialTokens { mask: t.mask, eos: None, eot: None };
         let (mut canvases, mut windows, mut cached, mut forwards) = (vec![], vec![], vec![], 0);
         let out = generate(&mut m, &t.prompt, &t.params, special, &mut |s| {
@@ -144,7 +136,7 @@ fn a_pass_on_a_fresh_cache_gives_the_full_pass_logits() {
 
 #[test]
 fn a_window_pass_needs_a_matching_cache() {
-    let mut m = model(Family::Llada);
+    let mut m = f32_fixture(Family::Llada);
     let mut out = Vec::new();
     let err = m.forward_pass(&[1, 2, 3, 4], &Pass::Window(2..4), &[2], &mut out).unwrap_err();
     assert!(err.to_string().contains("run a full pass that fills it first"), "{err}");

@@ -3,11 +3,8 @@
 
 mod common;
 
-use std::sync::Arc;
-
-use common::{data, manifest, read_i32};
-use dllm::gguf::GgufFile;
-use dllm::model::{CpuModel, Family, Forward};
+use common::{f32_fixture, manifest, read_i32};
+use dllm::model::{Family, Forward};
 use dllm::sampler::{GenerateParams, Generated, SpecialTokens, answer_ids, generate};
 
 struct Trace {
@@ -63,14 +60,6 @@ fn traces() -> Vec<Trace> {
         .collect()
 }
 
-fn model(family: Family) -> CpuModel {
-    let file = match family {
-        Family::Llada => "models/llada-tiny-F32.gguf",
-        Family::Dream => "models/dream-tiny-F32.gguf",
-    };
-    CpuModel::load(Arc::new(GgufFile::open(data(file)).unwrap())).unwrap()
-}
-
 fn run(m: &mut dyn Forward, t: &Trace, special: SpecialTokens, params: &GenerateParams) -> (Generated, Vec<Vec<u32>>) {
     let mut canvases = Vec::new();
     let out = generate(m, &t.prompt, params, special, &mut |s| {
@@ -86,7 +75,7 @@ fn official_traces_are_reproduced_step_by_step() {
     let all = traces();
     assert_eq!(all.len(), 9);
     for t in &all {
-        let mut m = model(t.family);
+        let mut m = f32_fixture(t.family);
         let special = SpecialTokens { mask: t.mask, eos: None, eot: None };
         let (out, canvases) = run(&mut m, t, special, &t.params);
         assert_eq!(canvases.len(), t.steps.len(), "{}: number of steps", t.name);
@@ -106,7 +95,7 @@ fn official_traces_are_reproduced_step_by_step() {
 fn early_stop_gives_the_full_runs_answer() {
     let mut stopped_early = 0;
     for t in traces() {
-        let mut m = model(t.family);
+        let mut m = f32_fixture(t.family);
         let final_answer = &t.steps.last().unwrap()[t.prompt.len()..];
         let Some(end) = (final_answer.len() / 3..final_answer.len())
             .find(|&i| !final_answer[..i].contains(&final_answer[i]))

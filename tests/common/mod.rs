@@ -22,3 +22,13 @@ pub fn read_i32(path: &str) -> Vec<u32> {
 pub fn manifest() -> serde_json::Value {
     serde_json::from_str(&std::fs::read_to_string(data("manifest.json")).unwrap()).unwrap()
 }
+
+/// The tiny random-weight F32 fixture of a family, the one every reference trace was made with.
+pub fn f32_fixture(family: dllm::model::Family) -> dllm::model::CpuModel {
+    let file = match family {
+        dllm::model::Family::Llada => "models/llada-tiny-F32.gguf",
+        dllm::model::Family::Dream => "models/dream-tiny-F32.gguf",
+    };
+    let gguf = dllm::gguf::GgufFile::open(data(file)).unwrap();
+    dllm::model::CpuModel::load(std::sync::Arc::new(gguf)).unwrap()
+}
