@@ -103,10 +103,6 @@ impl DllmApp {
         self.loading.is_some()
     }
 
-    pub fn family(&self) -> Option<Family> {
-        self.session.as_ref().map(|s| s.info().config.family)
-    }
-
     /// Why the current settings cannot run, before running.
     pub fn settings_problem(&mut self) -> Option<String> {
         let session = self.session.as_ref()?;

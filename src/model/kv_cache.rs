@@ -36,10 +36,6 @@ impl KvCache {
         self.values[layer].extend_from_slice(&values[..n]);
     }
 
-    pub fn clear(&mut self) {
-        self.len = 0;
-    }
-
     /// Checks that the cache was filled from a canvas of `len` positions.
     pub fn check(&self, len: usize) -> Result<(), ModelError> {
         if self.len != len {

@@ -9,7 +9,7 @@
 //! block alone (dual cache); their masked block positions are committed by the threshold rule
 //! (or, for LLaDA without a threshold, by generate.py's per-step quota).
 
-use super::dream::sample_token;
+use super::dream::{RowScratch, candidates};
 use super::llada::{Precision, choose};
 use super::{Candidate, Denoiser, DreamAlg, KvCacheMode, SamplerError, keep_confident};
 use crate::model::{Family, Pass};
@@ -41,6 +41,7 @@ pub(super) fn run(d: &mut Denoiser) -> Result<(), SamplerError> {
     // cached sampler always runs one step after the refresh, even one with nothing to commit.
     // generate() without a cache checks before.
     let always_one_more = p.cache != KvCacheMode::None || family == Family::Dream;
+    let mut scratch = RowScratch::new(d.n_vocab());
     for b in 0..n_blocks {
         let start = d.prompt_len + b * p.block_length;
         let end = start + p.block_length;
@@ -53,7 +54,7 @@ pub(super) fn run(d: &mut Denoiser) -> Result<(), SamplerError> {
         };
         let refresh = if p.cache == KvCacheMode::None { Pass::Full } else { Pass::FillCache };
         let first_rule = if family == Family::Dream { Rule::Position(start) } else { rule(0) };
-        if !step(d, &refresh, start..end, first_rule)? {
+        if !step(d, &refresh, start..end, first_rule, &mut scratch)? {
             return Ok(());
         }
         let window = match p.cache {
@@ -65,7 +66,7 @@ pub(super) fn run(d: &mut Denoiser) -> Result<(), SamplerError> {
         let mut must_run = always_one_more;
         while must_run || d.canvas[start..end].contains(&d.special.mask) {
             must_run = false;
-            if !step(d, &window, start..end, rule(i))? {
+            if !step(d, &window, start..end, rule(i), &mut scratch)? {
                 return Ok(());
             }
             i += 1;
@@ -75,7 +76,13 @@ pub(super) fn run(d: &mut Denoiser) -> Result<(), SamplerError> {
 }
 
 /// One step: a pass, then the rule over the block's masked positions. Returns false to stop.
-fn step(d: &mut Denoiser, pass: &Pass, block: std::ops::Range<usize>, rule: Rule) -> Result<bool, SamplerError> {
+fn step(
+    d: &mut Denoiser,
+    pass: &Pass,
+    block: std::ops::Range<usize>,
+    rule: Rule,
+    scratch: &mut RowScratch,
+) -> Result<bool, SamplerError> {
     d.begin_step();
     let config = d.model.config();
     let (n_vocab, shift, family) = (config.n_vocab, config.shift_logits, config.family);
@@ -88,19 +95,23 @@ fn step(d: &mut Denoiser, pass: &Pass, block: std::ops::Range<usize>, rule: Rule
     // position takes its own row (it is never masked there).
     let rows: Vec<usize> = positions.iter().map(|&j| if shift && j > window.start { j - 1 } else { j }).collect();
     d.forward_pass(pass, &rows)?;
-    let mut row = vec![0f32; n_vocab];
-    let mut scratch = (Vec::new(), Vec::new());
-    let mut candidates: Vec<Candidate> = Vec::with_capacity(positions.len());
-    for (r, &pos) in positions.iter().enumerate() {
-        row.copy_from_slice(&d.logits[r * n_vocab..(r + 1) * n_vocab]);
-        candidates.push(match family {
-            Family::Llada => choose(d, &mut row, pos, Precision::F64),
-            Family::Dream => {
-                let (confidence, x0) = sample_token(d, &mut row, &mut scratch, DreamAlg::ConfidenceThreshold);
-                (pos, x0 as u32, confidence as f64)
-            }
-        });
-    }
+    let candidates: Vec<Candidate> = match family {
+        // Dream's block sampler rates positions by probability, as upstream's confidence_threshold.
+        Family::Dream => candidates(d, &positions, DreamAlg::ConfidenceThreshold, scratch),
+        Family::Llada => {
+            let mut row = std::mem::take(&mut scratch.row);
+            let out = positions
+                .iter()
+                .enumerate()
+                .map(|(r, &pos)| {
+                    row.copy_from_slice(&d.logits[r * n_vocab..(r + 1) * n_vocab]);
+                    choose(d, &mut row, pos, Precision::F64)
+                })
+                .collect();
+            scratch.row = row;
+            out
+        }
+    };
     let committed = match rule {
         Rule::Position(_) => candidates,
         Rule::Quota(k) => keep_confident(candidates, k, f64::NEG_INFINITY).0,

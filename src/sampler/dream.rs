@@ -22,8 +22,7 @@ pub(super) fn run(d: &mut Denoiser) -> Result<(), SamplerError> {
     let ts = linspace(1.0, p.eps, p.steps + 1);
     let n_vocab = d.n_vocab();
     let shift = d.model.config().shift_logits;
-    let mut row = vec![0f32; n_vocab];
-    let mut scratch = (Vec::new(), Vec::new());
+    let mut scratch = RowScratch::new(n_vocab);
     for i in 0..p.steps {
         d.begin_step();
         let (t, s) = (ts[i], ts[i + 1]);
@@ -41,12 +40,7 @@ pub(super) fn run(d: &mut Denoiser) -> Result<(), SamplerError> {
             if !positions.is_empty() {
                 let rows: Vec<usize> = positions.iter().map(|&j| if shift { j.saturating_sub(1) } else { j }).collect();
                 d.forward(&rows)?;
-                let mut candidates = Vec::with_capacity(positions.len());
-                for (r, &pos) in positions.iter().enumerate() {
-                    row.copy_from_slice(&d.logits[r * n_vocab..(r + 1) * n_vocab]);
-                    let (confidence, x0) = sample_token(d, &mut row, &mut scratch, p.alg);
-                    candidates.push((pos, x0 as u32, confidence as f64));
-                }
+                let candidates = candidates(d, &positions, p.alg, &mut scratch);
                 committed = if p.alg == DreamAlg::Origin {
                     candidates
                 } else {
@@ -75,8 +69,7 @@ pub(super) fn run_quota(d: &mut Denoiser) -> Result<(), SamplerError> {
     let threshold = p.threshold.expect("validated: the quota sampler has a threshold") as f32 as f64;
     let n_vocab = d.n_vocab();
     let shift = d.model.config().shift_logits;
-    let mut row = vec![0f32; n_vocab];
-    let mut scratch = (Vec::new(), Vec::new());
+    let mut scratch = RowScratch::new(n_vocab);
     let (mut quota, mut carry) = (p.gen_length / p.steps, 0);
     let mut i = 0;
     while d.canvas[d.prompt_len..].contains(&d.special.mask) {
@@ -84,12 +77,7 @@ pub(super) fn run_quota(d: &mut Denoiser) -> Result<(), SamplerError> {
         let masked: Vec<usize> = (d.prompt_len..d.canvas.len()).filter(|&j| d.canvas[j] == d.special.mask).collect();
         let rows: Vec<usize> = masked.iter().map(|&j| if shift { j.saturating_sub(1) } else { j }).collect();
         d.forward(&rows)?;
-        let mut candidates = Vec::with_capacity(masked.len());
-        for (r, &pos) in masked.iter().enumerate() {
-            row.copy_from_slice(&d.logits[r * n_vocab..(r + 1) * n_vocab]);
-            let (confidence, x0) = sample_token(d, &mut row, &mut scratch, p.alg);
-            candidates.push((pos, x0 as u32, confidence as f64));
-        }
+        let candidates = candidates(d, &masked, p.alg, &mut scratch);
         let (committed, rejected) = keep_confident(candidates, quota + carry, threshold);
         carry = rejected;
         if i + 1 >= p.steps {
@@ -103,9 +91,33 @@ pub(super) fn run_quota(d: &mut Denoiser) -> Result<(), SamplerError> {
     Ok(())
 }
 
+/// Work buffers for reading logit rows, allocated once per generation.
+pub(super) struct RowScratch {
+    pub(super) row: Vec<f32>,
+    filters: (Vec<u32>, Vec<f32>),
+}
+
+impl RowScratch {
+    pub(super) fn new(n_vocab: usize) -> RowScratch {
+        RowScratch { row: vec![0f32; n_vocab], filters: (Vec::new(), Vec::new()) }
+    }
+}
+
+/// The candidate of each of `positions`, whose logits are the rows of `d.logits` in order.
+pub(super) fn candidates(d: &mut Denoiser, positions: &[usize], alg: DreamAlg, s: &mut RowScratch) -> Vec<Candidate> {
+    let n_vocab = s.row.len();
+    let mut out = Vec::with_capacity(positions.len());
+    for (r, &pos) in positions.iter().enumerate() {
+        s.row.copy_from_slice(&d.logits[r * n_vocab..(r + 1) * n_vocab]);
+        let (confidence, x0) = sample_token(d, &mut s.row, &mut s.filters, alg);
+        out.push((pos, x0 as u32, confidence as f64));
+    }
+    out
+}
+
 /// `sample_tokens`: temperature, top-p, top-k, softmax; then the token (argmax at temperature
 /// 0, else a draw) and the alg's confidence. `logits` is consumed as scratch.
-pub(super) fn sample_token(
+fn sample_token(
     d: &mut Denoiser,
     logits: &mut [f32],
     scratch: &mut (Vec<u32>, Vec<f32>),
