@@ -44,6 +44,9 @@ pub struct Machine {
     pub flags: Vec<String>,
     pub isa: String,
     pub threads: usize,
+    /// The GPU the forward pass ran on, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

@@ -25,18 +25,9 @@ fn short_hash() -> String {
     Sha256::digest(BYTES).iter().take(8).map(|b| format!("{b:02x}")).collect()
 }
 
-/// The user's cache directory (XDG_CACHE_HOME, else ~/.cache, else the temporary directory).
-fn cache_root() -> PathBuf {
-    std::env::var_os("XDG_CACHE_HOME")
-        .filter(|v| !v.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
-        .unwrap_or_else(std::env::temp_dir)
-}
-
 /// The demo model's file, written to the cache directory if it is not there yet.
 pub fn path() -> Result<PathBuf, String> {
-    path_in(&cache_root().join("dllm"))
+    path_in(&crate::paths::cache_dir())
 }
 
 /// The demo model's file in `dir`, written there if missing or of the wrong size.

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use common::data;
 use dllm::app::DllmApp;
+use dllm::cuda::DeviceRequest;
 use dllm::engine::{LoadOptions, Prompt, Session};
 use egui::accesskit::Role;
 use egui_kittest::Harness;
@@ -166,6 +167,27 @@ fn every_setting_reaches_the_engine() {
         expected.generated.canvas,
         "seed, temperature, remasking"
     );
+}
+
+#[test]
+fn device_and_threads_settings_apply_when_the_model_reloads() {
+    let mut h = harness();
+    load(&mut h, &data("models/llada-tiny-Q8_0.gguf"));
+    assert_eq!(h.state().session.as_ref().unwrap().info().options, LoadOptions::default());
+    {
+        let s = &mut h.state_mut().settings;
+        s.device = DeviceRequest::Cpu;
+        s.threads = Some(1);
+    }
+    h.run_steps(3);
+    h.get_by_label("Reload the model with these settings").click();
+    h.run_steps(3);
+    wait_for(&mut h, "the reload", |a| !a.is_loading());
+    let info = h.state().session.as_ref().unwrap().info();
+    assert_eq!(info.options, LoadOptions { threads: Some(1), device: DeviceRequest::Cpu });
+    assert_eq!(info.threads, 1);
+    assert_eq!(info.device, "CPU, as requested");
+    assert!(h.query_by_label("Reload the model with these settings").is_none(), "nothing left to apply");
 }
 
 #[test]

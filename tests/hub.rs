@@ -57,7 +57,7 @@ fn download_reaches_100_percent_verifies_and_loads() {
     assert!(p.contains("models--dllm-test--tiny-GGUF") && p.contains(COMMIT), "standard cache layout: {p}");
     assert_eq!(hub.cached(REPO, file).as_deref(), Some(path.as_path()));
     assert_eq!(hub.downloaded(), vec![(REPO.to_string(), path.clone())], "offered as already downloaded");
-    let session = Session::load(&path, LoadOptions { threads: Some(1) }).unwrap();
+    let session = Session::load(&path, LoadOptions { threads: Some(1), ..Default::default() }).unwrap();
     assert_eq!(session.info().config.n_layer, 2);
 }
 

@@ -5,25 +5,9 @@ mod common;
 
 use std::sync::Arc;
 
-use common::{data, read_f32, read_i32};
+use common::{compare_logits as compare, data, read_f32, read_i32};
 use dllm::gguf::GgufFile;
 use dllm::model::{CpuModel, Forward};
-
-struct Errors {
-    max_abs: f32,
-    rel: f32,
-    argmax_agree: f32,
-}
-
-fn compare(got: &[f32], reference: &[f32], n_vocab: usize) -> Errors {
-    let max_ref = reference.iter().fold(0f32, |m, v| m.max(v.abs()));
-    let max_abs = got.iter().zip(reference).fold(0f32, |m, (a, b)| m.max((a - b).abs()));
-    let argmax = |r: &[f32]| r.iter().enumerate().fold(0, |best, (i, v)| if *v > r[best] { i } else { best });
-    let rows = reference.len() / n_vocab;
-    let agree =
-        got.chunks_exact(n_vocab).zip(reference.chunks_exact(n_vocab)).filter(|(a, b)| argmax(a) == argmax(b)).count();
-    Errors { max_abs, rel: max_abs / max_ref, argmax_agree: agree as f32 / rows as f32 }
-}
 
 fn logits_of(model: &str, canvas: &str) -> (Vec<f32>, usize) {
     let gguf = Arc::new(GgufFile::open(data(&format!("models/{model}.gguf"))).unwrap());

@@ -11,7 +11,7 @@ use dllm::model::Family;
 use dllm::sampler::GenerateParams;
 
 fn session(file: &str) -> Session {
-    Session::load(data(&format!("models/{file}")), LoadOptions { threads: Some(2) }).unwrap()
+    Session::load(data(&format!("models/{file}")), LoadOptions { threads: Some(2), ..Default::default() }).unwrap()
 }
 
 #[test]

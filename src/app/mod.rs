@@ -4,6 +4,7 @@
 mod canvas;
 mod chart;
 mod decoding;
+mod device;
 mod download;
 mod run_view;
 mod settings;
@@ -81,9 +82,9 @@ impl DllmApp {
     /// Starts loading a model in the background.
     pub fn load(&mut self, path: PathBuf) {
         self.error = None;
-        let threads = self.settings.threads;
+        let options = LoadOptions { threads: self.settings.threads, device: self.settings.device };
         let p = path.clone();
-        let promise = Promise::spawn_thread("dllm-load", move || Session::load(&p, LoadOptions { threads }));
+        let promise = Promise::spawn_thread("dllm-load", move || Session::load(&p, options));
         self.loading = Some((path, promise));
     }
 
@@ -279,7 +280,12 @@ impl DllmApp {
             ui.label(crate::bench::peak_rss_bytes().map_or("?".into(), crate::summary::human_bytes));
             ui.end_row();
             ui.label("device");
-            ui.label(format!("CPU, {} threads ({})", info.threads, crate::cpu::active_isa().name()));
+            if info.device.starts_with("CUDA") {
+                ui.label(&info.device);
+            } else {
+                ui.label(format!("CPU, {} threads ({})", info.threads, crate::cpu::active_isa().name()))
+                    .on_hover_text(&info.device);
+            }
             ui.end_row();
             ui.label("load time");
             ui.label(format!("{:.2} s", info.load_ms / 1e3));
@@ -345,6 +351,12 @@ impl DllmApp {
         ui.checkbox(&mut self.settings.color_by_confidence, "colour by confidence").on_hover_text(
             "Colour committed tokens by the model's confidence instead of by the step that committed them.",
         );
+        ui.separator();
+        let loaded = session.info().options;
+        let path = session.info().path.clone();
+        if device::ui(ui, &mut self.settings, Some(&loaded)) {
+            self.load(path);
+        }
     }
 
     fn central(&mut self, ui: &mut egui::Ui) {

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
+use crate::cuda::DeviceRequest;
 use crate::engine::ModelInfo;
 use crate::model::Family;
 use crate::sampler::GenerateParams;
@@ -24,6 +25,7 @@ pub struct Settings {
     pub color_by_confidence: bool,
     /// None: the machine's physical cores.
     pub threads: Option<usize>,
+    pub device: DeviceRequest,
     pub prompt: String,
     /// Hugging Face endpoint; None: `HF_ENDPOINT`, else huggingface.co.
     pub hf_endpoint: Option<String>,
@@ -52,6 +54,7 @@ impl Default for Settings {
             raw_prompt: false,
             color_by_confidence: false,
             threads: None,
+            device: DeviceRequest::Auto,
             prompt: "Tell me a story about a cat.".into(),
             hf_endpoint: None,
             hf_cache: None,

@@ -35,6 +35,9 @@ pub struct Args {
     /// Compute threads [default: physical cores]
     #[arg(long)]
     threads: Option<usize>,
+    /// Where the forward pass runs: auto (a capable NVIDIA GPU with room, else the CPU), cpu or cuda
+    #[arg(long, default_value = "auto")]
+    device: dllm::cuda::DeviceRequest,
     /// Generations to time
     #[arg(long, default_value_t = 3)]
     runs: usize,
@@ -44,7 +47,7 @@ pub struct Args {
 }
 
 pub fn run(args: Args, process_start: Instant) -> anyhow::Result<()> {
-    let session = Session::load(&args.model, LoadOptions { threads: args.threads })?;
+    let session = Session::load(&args.model, LoadOptions { threads: args.threads, device: args.device })?;
     let startup_ms = process_start.elapsed().as_secs_f64() * 1e3;
     let info = session.info().clone();
     let c = &info.config;
@@ -97,8 +100,11 @@ pub fn run(args: Args, process_start: Instant) -> anyhow::Result<()> {
         eprintln!("run {}: {} steps in {:.0} ms", run + 1, finished.generated.steps, run_s[run] * 1e3);
     }
     let threads = info.threads;
-    let isa = active_isa();
-    let peak = int8_peak(isa, threads, 1.0);
+    // The peak of the device that ran the pass: the tensor cores', or the CPU's int8 SIMD.
+    let (isa, peak) = match &info.gpu {
+        Some(gpu) => (format!("cuda {}", gpu.arch()), dllm::cuda::int8_peak(gpu)?),
+        None => (active_isa().name().to_owned(), int8_peak(active_isa(), threads, 1.0)),
+    };
     let forward = Stats::of(&forward_ms);
     let macs_per_step = macs / steps_run[0].max(1.0);
     let forward_rate = macs_per_step / (forward.median / 1e3);
@@ -106,8 +112,9 @@ pub fn run(args: Args, process_start: Instant) -> anyhow::Result<()> {
         machine: Machine {
             cpu: cpu_name(),
             flags: cpu_flags().iter().map(|s| s.to_string()).collect(),
-            isa: isa.name().into(),
+            isa: isa.clone(),
             threads,
+            gpu: info.gpu.as_ref().map(|g| g.name.clone()),
         },
         commit: git_commit(),
         settings: Settings {
@@ -137,7 +144,7 @@ pub fn run(args: Args, process_start: Instant) -> anyhow::Result<()> {
         ms_per_token: Some(Stats::of(&run_s).median * 1e3 / args.gen_length as f64),
     };
     println!("model        {} ({:.2} GB)", result.settings.model, info.file_bytes as f64 / 1e9);
-    println!("machine      {} [{}], {} x{}", result.machine.cpu, result.machine.flags.join(" "), isa.name(), threads);
+    println!("machine      {} [{}], {} x{}", result.machine.cpu, result.machine.flags.join(" "), isa, threads);
     let s = &result.ms_per_step;
     println!("ms/step      median {:.1}, min {:.1}, max {:.1}", s.median, s.min, s.max);
     println!("split        forward {:.1} ms, sampling {:.2} ms (median)", forward.median, result.sample_ms.median);
@@ -148,7 +155,10 @@ pub fn run(args: Args, process_start: Instant) -> anyhow::Result<()> {
         result.peak_rss_bytes as f64 / 1e9,
         result.peak_rss_bytes as f64 / info.file_bytes as f64
     );
-    println!("int8 peak    {:.1} G multiply-adds/s ({} x{})", peak / 1e9, isa.name(), threads);
+    if let Some(gpu) = &info.gpu {
+        println!("device       {} ({})", gpu.name, info.device);
+    }
+    println!("int8 peak    {:.1} G multiply-adds/s ({} x{})", peak / 1e9, isa, threads);
     println!("forward      {:.1} G multiply-adds/s = {:.1}% of peak", forward_rate / 1e9, 100.0 * result.efficiency);
     let pass = |s: &Option<Stats>| s.as_ref().map_or("-".to_owned(), |s| format!("{:.1}", s.median));
     println!(

@@ -21,6 +21,9 @@ pub struct Args {
     /// Compute threads [default: physical cores]
     #[arg(long)]
     threads: Option<usize>,
+    /// Where the forward pass runs: auto (a capable NVIDIA GPU with room, else the CPU), cpu or cuda
+    #[arg(long, default_value = "auto")]
+    device: dllm::cuda::DeviceRequest,
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
@@ -32,7 +35,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             .map(|r| r.trim().parse().map_err(|_| anyhow::anyhow!("--rows: '{r}' is not a position")))
             .collect::<anyhow::Result<_>>()?
     };
-    let session = Session::load(&args.model, LoadOptions { threads: args.threads })?;
+    let session = Session::load(&args.model, LoadOptions { threads: args.threads, device: args.device })?;
     let n_vocab = session.info().config.n_vocab;
     let logits = session.logits(args.ids, rows.clone())?;
     let bytes: Vec<u8> = logits.iter().flat_map(|v| v.to_le_bytes()).collect();

@@ -74,6 +74,9 @@ pub struct Args {
     /// Compute threads [default: physical cores]
     #[arg(long)]
     threads: Option<usize>,
+    /// Where the forward pass runs: auto (a capable NVIDIA GPU with room, else the CPU), cpu or cuda
+    #[arg(long, default_value = "auto")]
+    device: dllm::cuda::DeviceRequest,
     /// Run every step even when the answer is already final
     #[arg(long)]
     no_early_stop: bool,
@@ -166,7 +169,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             dllm::demo::path().map_err(anyhow::Error::msg)?
         }
     };
-    let session = Session::load(&model, LoadOptions { threads: args.threads })?;
+    let session = Session::load(&model, LoadOptions { threads: args.threads, device: args.device })?;
     let info = session.info();
     let family = info.config.family;
     let defaults = if info.name.as_deref() == Some(dllm::demo::NAME) {

@@ -10,16 +10,19 @@ use std::time::Instant;
 
 use super::EngineError;
 use crate::chat::{Message, render};
+use crate::cuda::{CudaModel, Device, DeviceRequest, GpuInfo, choose, probe};
 use crate::gguf::GgufFile;
-use crate::model::{CpuModel, Forward, ModelConfig};
+use crate::model::{CpuModel, Forward, ModelConfig, ModelError};
 use crate::sampler::{GenerateParams, Generated, SpecialTokens, answer_ids, generate};
 use crate::summary::Summary;
 use crate::tokenizer::{EncodeOptions, Tokenizer};
 
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct LoadOptions {
     /// Worker threads for the forward pass; None = the machine's physical cores.
     pub threads: Option<usize>,
+    /// Where the forward pass runs.
+    pub device: DeviceRequest,
 }
 
 /// What the front ends show about a loaded model.
@@ -37,6 +40,12 @@ pub struct ModelInfo {
     pub quant_mix: Vec<(String, u64)>,
     pub chat_template: Option<String>,
     pub threads: usize,
+    /// What the model was loaded with.
+    pub options: LoadOptions,
+    /// The device running the model and why it was chosen ("CPU: no NVIDIA driver found ...").
+    pub device: String,
+    /// The GPU running it, when it is one.
+    pub gpu: Option<GpuInfo>,
     pub load_ms: f64,
 }
 
@@ -130,11 +139,11 @@ impl Session {
         // The tokenizer builds while the weights are checked and repacked.
         let (tokenizer, model) = std::thread::scope(|s| {
             let tokenizer = s.spawn(|| Tokenizer::from_gguf(&gguf));
-            let model = CpuModel::load(gguf.clone());
+            let model = load_model(&gguf, options.device);
             (tokenizer.join(), model)
         });
         let tokenizer = Arc::new(tokenizer.map_err(|_| EngineError::Internal("tokenizer thread panicked".into()))??);
-        let model = model.map_err(|e| EngineError::Load(e.to_string()))?;
+        let (model, device, gpu) = model.map_err(|e| EngineError::Load(e.to_string()))?;
         let mask = tokenizer.special.mask.ok_or_else(|| {
             EngineError::Load(format!(
                 "{}: no mask token (tokenizer.ggml.mask_token_id); is this a diffusion model?",
@@ -162,6 +171,9 @@ impl Session {
             quant_mix,
             chat_template: gguf.chat_template().map(str::to_owned),
             threads,
+            options,
+            device,
+            gpu,
             load_ms: start.elapsed().as_secs_f64() * 1e3,
         };
         let (tx, rx) = channel();
@@ -243,8 +255,22 @@ impl Drop for Session {
     }
 }
 
+/// The model on the device the request resolves to, with the reason for the choice.
+type Loaded = (Box<dyn Forward>, String, Option<GpuInfo>);
+
+fn load_model(gguf: &Arc<GgufFile>, request: DeviceRequest) -> Result<Loaded, ModelError> {
+    let needed = if request == DeviceRequest::Cpu { 0 } else { CudaModel::bytes_needed(gguf)? };
+    let choice = choose(request, needed, probe())?;
+    Ok(match choice.device {
+        Device::Cpu => (Box::new(CpuModel::load(gguf.clone())?), choice.reason, None),
+        Device::Cuda(gpu) => {
+            (Box::new(CudaModel::load(gguf.clone(), &gpu)?), format!("CUDA: {}", choice.reason), Some(gpu))
+        }
+    })
+}
+
 fn worker_loop(
-    mut model: CpuModel,
+    mut model: Box<dyn Forward>,
     pool: rayon::ThreadPool,
     tokenizer: Arc<Tokenizer>,
     special: SpecialTokens,
@@ -256,7 +282,7 @@ fn worker_loop(
                 let start = Instant::now();
                 let result = catch_unwind(AssertUnwindSafe(|| {
                     pool.install(|| {
-                        generate(&mut model, &prompt, &params, special, &mut |s| {
+                        generate(&mut *model, &prompt, &params, special, &mut |s| {
                             let event = StepEvent {
                                 index: s.index,
                                 canvas: s.canvas.to_vec(),

@@ -138,22 +138,7 @@ impl Forward for CpuModel {
     ) -> Result<(), ModelError> {
         let c = self.config.clone();
         let len = tokens.len();
-        if len > c.context_length {
-            return Err(ModelError::CanvasTooLong { len, context: c.context_length });
-        }
-        if let Some(&id) = tokens.iter().find(|&&id| id as usize >= c.n_vocab) {
-            return Err(ModelError::TokenOutOfRange { id, n_vocab: c.n_vocab });
-        }
-        if let Some(&row) = rows.iter().find(|&&r| r >= len) {
-            return Err(ModelError::RowOutOfRange { row, len });
-        }
-        let window = pass.window(len);
-        if window.start >= window.end || window.end > len {
-            return Err(ModelError::BadWindow { start: window.start, end: window.end, len });
-        }
-        if let Some(&row) = rows.iter().find(|&&r| !window.contains(&r)) {
-            return Err(ModelError::RowOutsideWindow { row, start: window.start, end: window.end });
-        }
+        let window = super::check_pass(&c, tokens, pass, rows)?;
         let kv = c.n_head_kv * c.head_dim;
         match pass {
             Pass::Full => {}

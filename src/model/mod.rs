@@ -4,7 +4,7 @@
 mod config;
 mod cpu;
 mod kv_cache;
-mod weights;
+pub(crate) mod weights;
 
 use std::ops::Range;
 
@@ -44,6 +44,8 @@ pub enum ModelError {
     RowOutsideWindow { row: usize, start: usize, end: usize },
     #[error("window {start}..{end} does not lie within the {len}-position canvas")]
     BadWindow { start: usize, end: usize, len: usize },
+    #[error("{0}")]
+    Device(String),
     #[error("the K/V cache holds {cached} positions but the canvas has {canvas}; run a full pass that fills it first")]
     CacheMismatch { cached: usize, canvas: usize },
 }
@@ -69,6 +71,29 @@ impl Pass {
             Pass::Window(w) => w.clone(),
         }
     }
+}
+
+/// Checks one pass's inputs against the model, the same way for every backend, and returns the
+/// window of positions it runs.
+pub fn check_pass(c: &ModelConfig, tokens: &[u32], pass: &Pass, rows: &[usize]) -> Result<Range<usize>, ModelError> {
+    let len = tokens.len();
+    if len > c.context_length {
+        return Err(ModelError::CanvasTooLong { len, context: c.context_length });
+    }
+    if let Some(&id) = tokens.iter().find(|&&id| id as usize >= c.n_vocab) {
+        return Err(ModelError::TokenOutOfRange { id, n_vocab: c.n_vocab });
+    }
+    if let Some(&row) = rows.iter().find(|&&r| r >= len) {
+        return Err(ModelError::RowOutOfRange { row, len });
+    }
+    let window = pass.window(len);
+    if window.start >= window.end || window.end > len {
+        return Err(ModelError::BadWindow { start: window.start, end: window.end, len });
+    }
+    if let Some(&row) = rows.iter().find(|&&r| !window.contains(&r)) {
+        return Err(ModelError::RowOutsideWindow { row, start: window.start, end: window.end });
+    }
+    Ok(window)
 }
 
 /// A backend that computes logits for a canvas. Implementations keep their work buffers

@@ -31,6 +31,11 @@ impl RopeTable {
         }
     }
 
+    /// The table as `[position][dims / 2]` cos and sin values (for backends that upload it).
+    pub fn cos_sin(&self) -> (&[f32], &[f32]) {
+        (&self.cos, &self.sin)
+    }
+
     /// Rotates the first `dims` values of every head of every row of `x`
     /// (`[n_rows, n_heads * head_dim]`, row r at position `positions[r]`).
     pub fn apply(&self, x: &mut [f32], positions: &[usize], head_dim: usize, style: RopeStyle) {

@@ -32,3 +32,21 @@ pub fn f32_fixture(family: dllm::model::Family) -> dllm::model::CpuModel {
     let gguf = dllm::gguf::GgufFile::open(data(file)).unwrap();
     dllm::model::CpuModel::load(std::sync::Arc::new(gguf)).unwrap()
 }
+
+/// How far logits are from a reference: largest absolute difference, that relative to the
+/// reference's largest magnitude, and the share of rows whose argmax agrees.
+pub struct LogitErrors {
+    pub max_abs: f32,
+    pub rel: f32,
+    pub argmax_agree: f32,
+}
+
+pub fn compare_logits(got: &[f32], reference: &[f32], n_vocab: usize) -> LogitErrors {
+    let max_ref = reference.iter().fold(0f32, |m, v| m.max(v.abs()));
+    let max_abs = got.iter().zip(reference).fold(0f32, |m, (a, b)| m.max((a - b).abs()));
+    let argmax = |r: &[f32]| r.iter().enumerate().fold(0, |best, (i, v)| if *v > r[best] { i } else { best });
+    let rows = reference.len() / n_vocab;
+    let agree =
+        got.chunks_exact(n_vocab).zip(reference.chunks_exact(n_vocab)).filter(|(a, b)| argmax(a) == argmax(b)).count();
+    LogitErrors { max_abs, rel: max_abs / max_ref, argmax_agree: agree as f32 / rows as f32 }
+}

@@ -1,0 +1,14 @@
+//! Where dllm keeps files it writes for itself.
+
+use std::path::PathBuf;
+
+/// dllm's folder in the user's cache directory (XDG_CACHE_HOME, else ~/.cache, else the
+/// temporary directory): the demo model's copy, compiled GPU kernels.
+pub fn cache_dir() -> PathBuf {
+    std::env::var_os("XDG_CACHE_HOME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+        .unwrap_or_else(std::env::temp_dir)
+        .join("dllm")
+}
