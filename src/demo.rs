@@ -53,11 +53,12 @@ pub fn path_in(dir: &Path) -> Result<PathBuf, String> {
     Ok(target)
 }
 
-/// Settings that suit the demo model: one story, one token per step, in blocks of 32.
+/// Settings that suit the demo model: room for a whole story (its training stories average 177
+/// tokens; a shorter canvas makes it cram one in and stutter), one token per step, in blocks of 32.
 pub fn params() -> GenerateParams {
     GenerateParams {
-        gen_length: 128,
-        steps: 128,
+        gen_length: 192,
+        steps: 192,
         block_length: 32,
         ..GenerateParams::defaults_for(crate::model::Family::Llada)
     }

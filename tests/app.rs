@@ -237,7 +237,7 @@ fn the_demo_model_fills_the_canvas_with_readable_words() {
     assert!(h.query_by_label_contains("demo model trained on generated children's stories").is_some());
     h.get_by_label("Generate").click();
     h.run_steps(3);
-    wait_for(&mut h, "a quarter of the steps", |a| a.run.as_ref().is_some_and(|r| r.steps.len() >= 32));
+    wait_for(&mut h, "a quarter of the steps", |a| a.run.as_ref().is_some_and(|r| r.steps.len() >= 48));
     let cells = h.state().canvas_cells();
     let masked = cells.iter().filter(|c| *c == "\u{2591}\u{2591}").count();
     assert!(masked > 0 && masked < cells.len(), "a canvas part filled, part masked");
@@ -246,21 +246,23 @@ fn the_demo_model_fills_the_canvas_with_readable_words() {
     let words: Vec<&str> = text.split_whitespace().collect();
     let plain = words.iter().filter(|w| w.chars().all(|c| c.is_ascii_alphabetic() || ".,!?'\"".contains(c))).count();
     assert!(words.len() >= 20 && plain * 10 >= words.len() * 9, "words, not token debris: {text:?}");
-    // A whole sentence: four or more words ending in a full stop, none repeating the word
-    // before it. (Today's demo model still stutters elsewhere; raise this bar to most
-    // sentences once it is trained longer, see tools/demo-model.)
-    let clean_sentences = text
-        .split_inclusive(['.', '!', '?'])
-        .filter(|s| {
-            let w: Vec<&str> = s
-                .split_whitespace()
-                .map(|w| w.trim_matches(|c: char| !c.is_ascii_alphabetic()))
-                .filter(|w| !w.is_empty())
-                .collect();
-            w.len() >= 4 && w.windows(2).all(|p| p[0] != p[1])
-        })
-        .count();
-    assert!(clean_sentences >= 1, "a sentence: {text:?}");
+    // Sentences, not stutter: of the sentences of four or more words, at least two thirds (and
+    // five) repeat no word right after itself, and such repeats are under one word in twenty.
+    // (The official sampler's own answer to this prompt has 14 such sentences of 15 and 1
+    // repeat in 134 words.)
+    let bare = |s: &str| -> Vec<String> {
+        s.split_whitespace()
+            .map(|w| w.chars().filter(char::is_ascii_alphabetic).collect::<String>().to_lowercase())
+            .filter(|w| !w.is_empty())
+            .collect()
+    };
+    let all = bare(&text);
+    let repeats = all.windows(2).filter(|p| p[0] == p[1]).count();
+    assert!(repeats * 20 <= all.len(), "{repeats} repeated words in {}: {text:?}", all.len());
+    let sentences: Vec<Vec<String>> =
+        text.split_inclusive(['.', '!', '?']).map(bare).filter(|w| w.len() >= 4).collect();
+    let clean = sentences.iter().filter(|w| w.windows(2).all(|p| p[0] != p[1])).count();
+    assert!(clean >= 5 && clean * 3 >= sentences.len() * 2, "{clean} clean sentences of {}: {text:?}", sentences.len());
     assert!(h.query_by_label(&text).is_some(), "the answer is shown");
 }
 

@@ -24,7 +24,7 @@ PROMPTS = [
     ("Tell me a story about a cat.", True),
     ("Write a short story about Tom and a dog.", True),
 ]
-SETTINGS = dict(gen_length=128, steps=128, block_length=32)
+SETTINGS = dict(gen_length=192, steps=192, block_length=32)
 
 
 def get_num_transfer_tokens(mask_index, steps):
