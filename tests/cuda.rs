@@ -34,6 +34,7 @@ fn every_kernel_compiles_to_ptx_for_ampere_and_hopper() {
         return;
     }
     let ptxas = std::env::var_os("DLLM_PTXAS");
+    let dir = std::env::temp_dir().join(format!("dllm-ptx-{}", std::process::id()));
     for (file, _, names) in KERNELS {
         for arch in ARCHS {
             let ptx = compile_ptx(file, arch).unwrap_or_else(|e| panic!("{e}"));
@@ -41,7 +42,6 @@ fn every_kernel_compiles_to_ptx_for_ampere_and_hopper() {
                 assert!(ptx.contains(&format!(".entry {name}(")), "{file}.cu for {arch} lacks kernel {name}");
             }
             if let Some(ptxas) = &ptxas {
-                let dir = std::env::temp_dir().join(format!("dllm-ptx-{}", std::process::id()));
                 std::fs::create_dir_all(&dir).unwrap();
                 let src = dir.join(format!("{file}-{arch}.ptx"));
                 std::fs::write(&src, &ptx).unwrap();
@@ -55,6 +55,7 @@ fn every_kernel_compiles_to_ptx_for_ampere_and_hopper() {
             }
         }
     }
+    std::fs::remove_dir_all(&dir).ok();
 }
 
 /// The first GPU the kernels can run on, or None (test skipped) when there is none.

@@ -107,7 +107,9 @@ pub struct CudaModel {
     scratch: Scratch,
     cache: GpuCache,
     rope: RopeTable,
+    /// Host staging for the window's embeddings and the LM head's row indices.
     host_x: Vec<f32>,
+    host_rows: Vec<i32>,
 }
 
 fn drv(what: &str) -> impl FnOnce(cudarc::driver::DriverError) -> CudaError + '_ {
@@ -232,6 +234,7 @@ impl CudaModel {
             cache: GpuCache { len: 0, keys: Vec::new(), values: Vec::new() },
             rope: RopeTable::default(),
             host_x: Vec::new(),
+            host_rows: Vec::new(),
         })
     }
 
@@ -578,8 +581,9 @@ impl Forward for CudaModel {
         if m == 0 {
             return Ok(());
         }
-        let picked: Vec<i32> = rows.iter().map(|&r| (r - window.start) as i32).collect();
-        stream.memcpy_htod(&picked, &mut s.head_rows.slice_mut(0..m)).map_err(drv("uploading row indices"))?;
+        self.host_rows.clear();
+        self.host_rows.extend(rows.iter().map(|&r| (r - window.start) as i32));
+        stream.memcpy_htod(&self.host_rows, &mut s.head_rows.slice_mut(0..m)).map_err(drv("uploading row indices"))?;
         ops.rms_norm(&s.x, Some(&s.head_rows), &self.output_norm, &mut s.head, m, c.rms_eps)?;
         ops.linear(&self.output, (&s.head, Input::Head), m, &mut s.logits, &mut s.quantized)?;
         stream.memcpy_dtoh(&s.logits.slice(0..m * c.n_vocab), &mut logits[..]).map_err(drv("reading logits back"))?;
