@@ -109,9 +109,9 @@ impl Kernels {
         for (file, _, names) in KERNELS {
             let ptx = cached_ptx(file, arch)?;
             let module =
-                ctx.load_module(Ptx::from_src(ptx)).map_err(CudaError::driver(format!("loading {file}.ptx")))?;
+                ctx.load_module(Ptx::from_src(ptx)).map_err(CudaError::driver(&format!("loading {file}.ptx")))?;
             for &name in names {
-                let f = module.load_function(name).map_err(CudaError::driver(format!("finding kernel {name}")))?;
+                let f = module.load_function(name).map_err(CudaError::driver(&format!("finding kernel {name}")))?;
                 functions.push((name, f));
             }
         }

@@ -38,9 +38,10 @@ pub enum CudaError {
 }
 
 impl CudaError {
-    pub(crate) fn driver(what: impl Into<String>) -> impl FnOnce(cudarc::driver::DriverError) -> CudaError {
-        let what = what.into();
-        move |e| CudaError::Driver { what, error: e.to_string() }
+    /// `map_err` adapter naming what was being done; the text is only copied on an error, so it
+    /// costs nothing on the per-pass path.
+    pub(crate) fn driver(what: &str) -> impl FnOnce(cudarc::driver::DriverError) -> CudaError + '_ {
+        move |e| CudaError::Driver { what: what.to_owned(), error: e.to_string() }
     }
 }
 

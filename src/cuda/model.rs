@@ -112,10 +112,6 @@ pub struct CudaModel {
     host_rows: Vec<i32>,
 }
 
-fn drv(what: &str) -> impl FnOnce(cudarc::driver::DriverError) -> CudaError + '_ {
-    move |e| CudaError::Driver { what: what.to_owned(), error: e.to_string() }
-}
-
 fn blocks(n: usize, per: usize) -> u32 {
     n.div_ceil(per).max(1) as u32
 }
@@ -131,7 +127,7 @@ fn ensure<T: DeviceRepr + ValidAsZeroBits>(
     n: usize,
 ) -> Result<(), CudaError> {
     if buf.len() < n {
-        *buf = stream.alloc_zeros::<T>(n).map_err(drv("allocating activations"))?;
+        *buf = stream.alloc_zeros::<T>(n).map_err(CudaError::driver("allocating activations"))?;
     }
     Ok(())
 }
@@ -164,10 +160,10 @@ impl CudaModel {
             .into());
         }
         let weights = Weights::locate(&gguf, &config)?;
-        let ctx = CudaContext::new(gpu.ordinal).map_err(drv("opening the GPU"))?;
+        let ctx = CudaContext::new(gpu.ordinal).map_err(CudaError::driver("opening the GPU"))?;
         let stream = ctx.default_stream();
         let kernels = Kernels::load(&ctx, &gpu.arch())?;
-        let vector = |v: &[f32]| stream.clone_htod(v).map_err(drv("uploading weights"));
+        let vector = |v: &[f32]| stream.clone_htod(v).map_err(CudaError::driver("uploading weights"));
         let embd = weights.token_embd.offset;
         let matrix = |m: &MatrixRef| -> Result<GpuMatrix, ModelError> {
             let g = upload(&gguf, &stream, m)?;
@@ -196,7 +192,7 @@ impl CudaModel {
         }
         let output = upload(&gguf, &stream, &weights.output)?;
         let output_norm = vector(&weights.output_norm)?;
-        let empty = || stream.alloc_zeros::<f32>(1).map_err(drv("allocating activations"));
+        let empty = || stream.alloc_zeros::<f32>(1).map_err(CudaError::driver("allocating activations"));
         let scratch = Scratch {
             x: empty()?,
             h: empty()?,
@@ -209,14 +205,14 @@ impl CudaModel {
             all_k: empty()?,
             all_v: empty()?,
             head: empty()?,
-            head_rows: stream.alloc_zeros::<i32>(1).map_err(drv("allocating activations"))?,
+            head_rows: stream.alloc_zeros::<i32>(1).map_err(CudaError::driver("allocating activations"))?,
             logits: empty()?,
             cos: empty()?,
             sin: empty()?,
             quantized: Quantized {
-                q: stream.alloc_zeros::<i8>(1).map_err(drv("allocating activations"))?,
+                q: stream.alloc_zeros::<i8>(1).map_err(CudaError::driver("allocating activations"))?,
                 d: empty()?,
-                bsums: stream.alloc_zeros::<i16>(1).map_err(drv("allocating activations"))?,
+                bsums: stream.alloc_zeros::<i16>(1).map_err(CudaError::driver("allocating activations"))?,
                 holds: None,
             },
         };
@@ -287,7 +283,7 @@ fn upload(gguf: &GgufFile, stream: &Arc<CudaStream>, m: &MatrixRef) -> Result<Gp
             ("gemm_f32", Activations::Float, stream.clone_htod(&raw))
         }
     };
-    let data = data.map_err(drv("uploading weights"))?;
+    let data = data.map_err(CudaError::driver("uploading weights"))?;
     Ok(GpuMatrix { kernel, activations, n_in: m.n_in, n_out: m.n_out, data })
 }
 
@@ -302,7 +298,7 @@ fn launch<'a>(
     args(&mut builder);
     // SAFETY: every launch site passes the argument list its kernel declares (kernels/*.cu), with
     // device buffers at least as long as the sizes it passes.
-    unsafe { builder.launch(config) }.map(|_| ()).map_err(drv("launching a kernel"))
+    unsafe { builder.launch(config) }.map(|_| ()).map_err(CudaError::driver("launching a kernel"))
 }
 
 /// The operations of a pass, on one stream with one set of kernels.
@@ -462,7 +458,7 @@ impl Ops<'_> {
     ) -> Result<(), CudaError> {
         self.stream
             .memcpy_dtod(&src.slice(from..from + n), &mut dst.slice_mut(to..to + n))
-            .map_err(drv("copying keys and values"))
+            .map_err(CudaError::driver("copying keys and values"))
     }
 }
 
@@ -491,7 +487,11 @@ impl Forward for CudaModel {
                 self.cache.len = len;
                 for bufs in [&mut self.cache.keys, &mut self.cache.values] {
                     while bufs.len() < c.n_layer {
-                        bufs.push(stream.alloc_zeros::<f32>(len * kv).map_err(drv("allocating the K/V cache"))?);
+                        bufs.push(
+                            stream
+                                .alloc_zeros::<f32>(len * kv)
+                                .map_err(CudaError::driver("allocating the K/V cache"))?,
+                        );
                     }
                 }
                 for buf in self.cache.keys.iter_mut().chain(self.cache.values.iter_mut()) {
@@ -529,13 +529,15 @@ impl Forward for CudaModel {
         for (row, &id) in self.host_x.chunks_exact_mut(d).zip(&tokens[window.clone()]) {
             embd.dequantize_row(id as usize, row).expect("weights validated at load");
         }
-        stream.memcpy_htod(&self.host_x, &mut s.x.slice_mut(0..n * d)).map_err(drv("uploading embeddings"))?;
+        stream
+            .memcpy_htod(&self.host_x, &mut s.x.slice_mut(0..n * d))
+            .map_err(CudaError::driver("uploading embeddings"))?;
         let half = c.rope_dims / 2;
         if s.cos.len() < len * half {
             self.rope.prepare(len, c.rope_dims, c.rope_base);
             let (cos, sin) = self.rope.cos_sin();
-            s.cos = stream.clone_htod(cos).map_err(drv("uploading the RoPE table"))?;
-            s.sin = stream.clone_htod(sin).map_err(drv("uploading the RoPE table"))?;
+            s.cos = stream.clone_htod(cos).map_err(CudaError::driver("uploading the RoPE table"))?;
+            s.sin = stream.clone_htod(sin).map_err(CudaError::driver("uploading the RoPE table"))?;
         }
 
         for (l, layer) in self.layers.iter().enumerate() {
@@ -583,11 +585,15 @@ impl Forward for CudaModel {
         }
         self.host_rows.clear();
         self.host_rows.extend(rows.iter().map(|&r| (r - window.start) as i32));
-        stream.memcpy_htod(&self.host_rows, &mut s.head_rows.slice_mut(0..m)).map_err(drv("uploading row indices"))?;
+        stream
+            .memcpy_htod(&self.host_rows, &mut s.head_rows.slice_mut(0..m))
+            .map_err(CudaError::driver("uploading row indices"))?;
         ops.rms_norm(&s.x, Some(&s.head_rows), &self.output_norm, &mut s.head, m, c.rms_eps)?;
         ops.linear(&self.output, (&s.head, Input::Head), m, &mut s.logits, &mut s.quantized)?;
-        stream.memcpy_dtoh(&s.logits.slice(0..m * c.n_vocab), &mut logits[..]).map_err(drv("reading logits back"))?;
-        stream.synchronize().map_err(drv("finishing the pass"))?;
+        stream
+            .memcpy_dtoh(&s.logits.slice(0..m * c.n_vocab), &mut logits[..])
+            .map_err(CudaError::driver("reading logits back"))?;
+        stream.synchronize().map_err(CudaError::driver("finishing the pass"))?;
         Ok(())
     }
 }
