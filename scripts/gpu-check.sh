@@ -21,7 +21,7 @@ fi
 pip install --quiet numpy gguf
 
 cargo build --release --locked
-DLLM_REQUIRE_GPU=1 DLLM_REQUIRE_NVRTC=1 cargo test --release --locked --test cuda -- --nocapture --test-threads 1 \
+DLLM_REQUIRE_GPU=1 DLLM_REQUIRE_NVRTC=1 cargo test --release --locked --test suite cuda:: -- --nocapture --test-threads 1 \
     2>&1 | tee "$work/gpu-tests.log"
 
 model="$work/llada-8b-synth-Q4_K_M.gguf"

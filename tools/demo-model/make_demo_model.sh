@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the bundled demo model from nothing: corpus, tokenizer, training (three phases, on the
 # wall clock), Q8_0 GGUF export into assets/, and the reference outputs of the official LLaDA
-# sampler that tests/demo_model.rs checks dllm against.
+# sampler that tests/suite/demo_model.rs checks dllm against.
 #   tools/demo-model/make_demo_model.sh [BUILD_DIR]
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"

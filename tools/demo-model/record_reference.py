@@ -1,5 +1,5 @@
 """Records what the official LLaDA sampler writes with the shipped GGUF's weights, for dllm's
-end-to-end test (tests/demo_model.rs). The weights are read back from the Q8_0 GGUF and
+end-to-end test (tests/suite/demo_model.rs). The weights are read back from the Q8_0 GGUF and
 dequantized, so the reference runs exactly the numbers dllm loads, in float32 PyTorch.
 
 Usage: python3 record_reference.py --gguf ../../assets/demo-model-Q8_0.gguf --build build/ --out ../../tests/data/demo/expected.json

@@ -1,16 +1,16 @@
 //! The README's benchmark table is rendered from the result files under benches/results; this
-//! fails when they disagree. `UPDATE_README=1 cargo test --test bench_table` rewrites the table.
+//! fails when they disagree. `UPDATE_README=1 cargo test --test suite bench_table` rewrites the table.
 
 use dllm::bench::{BenchResult, render_decoding_table, render_table};
 
 /// Each table sits between a start and an end marker.
 const TABLES: [(&str, &str); 2] = [
     (
-        "<!-- bench-table:start (generated from benches/results by tests/bench_table.rs) -->\n",
+        "<!-- bench-table:start (generated from benches/results by tests/suite/bench_table.rs) -->\n",
         "<!-- bench-table:end -->",
     ),
     (
-        "<!-- decoding-table:start (generated from benches/results by tests/bench_table.rs) -->\n",
+        "<!-- decoding-table:start (generated from benches/results by tests/suite/bench_table.rs) -->\n",
         "<!-- decoding-table:end -->",
     ),
 ];
@@ -47,7 +47,7 @@ fn readme_table_matches_result_files() {
         assert_eq!(
             &readme[start..end],
             table,
-            "README table is stale: run UPDATE_README=1 cargo test --test bench_table"
+            "README table is stale: run UPDATE_README=1 cargo test --test suite bench_table"
         );
     }
     if std::env::var_os("UPDATE_README").is_some() {

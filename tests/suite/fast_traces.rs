@@ -3,7 +3,7 @@
 //! step, with the same forward passes (window and full/cached) — and a cached pass on a fresh
 //! cache gives the full pass's logits.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 

@@ -1,5 +1,4 @@
 //! Helpers shared by the integration tests: fixture paths and raw little-endian arrays.
-#![allow(dead_code)] // each test binary uses a different subset
 
 pub mod mock_hub;
 

@@ -1,7 +1,7 @@
 //! The engine API: a session generates on its own thread, reports every step, can be
 //! cancelled promptly, and returns errors as values.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

@@ -1,10 +1,10 @@
 //! Corrupt and truncated GGUF files give clear errors that name the file and the problem,
 //! never a panic or an allocation sized by an untrusted count.
 
+use crate::common;
 use dllm::gguf::{GgufError, GgufFile};
 use dllm::quant::dequantize;
 use dllm::tokenizer::Tokenizer;
-mod common;
 
 use std::cell::Cell;
 

@@ -2,7 +2,7 @@
 //! generate, and check that the grid shows the engine's answer and the chart one point per
 //! step; stop mid-run; survive a corrupt file.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

@@ -1,7 +1,7 @@
 //! The GGUF tokenizer agrees id for id with llama.cpp's own test vectors
 //! (tests/data/tokenizer, add_special=false, parse_special=false) and round-trips.
 
-mod common;
+use crate::common;
 
 use common::data;
 use dllm::gguf::GgufFile;

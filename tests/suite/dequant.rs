@@ -1,7 +1,7 @@
 //! Dequantization is bit-exact against gguf-py's `gguf.quants.dequantize` (tests/data/dequant,
 //! itself checked bit-exact against ggml's C `to_float`).
 
-mod common;
+use crate::common;
 
 use dllm::quant::{DequantError, GgmlType, dequantize};
 

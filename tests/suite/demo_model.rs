@@ -2,7 +2,7 @@
 //! official LLaDA sampler writes with the same weights (recorded by tools/demo-model in
 //! PyTorch, not by dllm), and `dllm run` uses the model when no -m is given.
 
-mod common;
+use crate::common;
 
 use common::data;
 use dllm::engine::{LoadOptions, Prompt, Session};

@@ -4,7 +4,7 @@
 //! model against the goldens and the CPU's greedy decoding. GPU tests report themselves skipped
 //! when there is no capable GPU, unless `DLLM_REQUIRE_GPU` is set (scripts/gpu-check.sh sets it).
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 

@@ -2,7 +2,7 @@
 //! listing with sizes, progress to 100%, verification, resume after an interrupted transfer,
 //! cancel, a 404, and a corrupt transfer that must never be offered as a model.
 
-mod common;
+use crate::common;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};

@@ -1,7 +1,7 @@
 //! At temperature 0 the samplers reproduce the official PyTorch traces canvas for canvas at
 //! every step (F32 fixtures), and early stop never changes the answer.
 
-mod common;
+use crate::common;
 
 use common::{f32_fixture, manifest, read_i32};
 use dllm::model::{Family, Forward};

@@ -1,7 +1,7 @@
 //! Logits on every fixture canvas against the independent references: PyTorch fp32 for the
 //! F32 files, llama.cpp for the quantized ones (tolerances from tests/data's reference README).
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 

@@ -1,7 +1,7 @@
 //! The `dllm` binary: `inspect` reports the facts the reference README states for every
 //! fixture, and `tokenize` prints what the library computes, for any text.
 
-mod common;
+use crate::common;
 
 use std::process::Command;
 

@@ -1,0 +1,21 @@
+//! The integration tests, linked into one test binary: each binary links the whole app
+//! (egui, eframe, tokenizers, cudarc), so one binary instead of fifteen saves CI minutes of
+//! linking and gigabytes of disk. Run one area with `cargo test --test suite <module>::`.
+
+mod common;
+
+mod app;
+mod bench_table;
+mod cli;
+mod cuda;
+mod demo_model;
+mod dequant;
+mod fast_traces;
+mod gguf_corrupt;
+mod hub;
+mod kernels;
+mod logits;
+mod sampler_options;
+mod session;
+mod tokenizer;
+mod traces;
