@@ -5,6 +5,7 @@
 //! Throughput is reported as items/s where one item is one multiply-add.
 
 use divan::counter::ItemsCount;
+use dllm::cpu::repack::{has_layout, pack};
 use dllm::cpu::{Isa, int8_peak};
 use dllm::ops::matmul::{MatmulScratch, Matrix, matmul_on};
 use dllm::quant::GgmlType;
@@ -26,6 +27,8 @@ const SHAPES: &[(&str, usize, usize, GgmlType)] = &[
     ("dream.attn_kv 3584x512", 3584, 512, GgmlType::Q4_K),
     ("dream.ffn_gate_up 3584x18944", 3584, 18944, GgmlType::Q4_K),
     ("dream.ffn_down 18944x3584", 18944, 3584, GgmlType::Q6_K),
+    // The same product in a Q8_0 file (and the bundled demo model's type).
+    ("llada.attn_qkvo.q8_0 4096x4096", 4096, 4096, GgmlType::Q8_0),
 ];
 
 fn isa_named(name: &str) -> Option<Isa> {
@@ -48,14 +51,11 @@ fn run(bencher: divan::Bencher, shape: &str, rows: usize, isa: &str) {
         return;
     };
     let &(_, n_in, n_out, ty) = SHAPES.iter().find(|s| s.0 == shape).unwrap();
-    let data: Vec<u8> =
-        (0..n_in / 256 * n_out * ty.type_size()).map(|i| (i.wrapping_mul(2654435761) >> 13) as u8 & 0x3f).collect();
+    let data: Vec<u8> = (0..n_in / ty.block_size() * n_out * ty.type_size())
+        .map(|i| (i.wrapping_mul(2654435761) >> 13) as u8 & 0x3f)
+        .collect();
     // The AVX2 path runs on the interleaved layout the model loader builds.
-    let packed = match (isa, ty) {
-        (Isa::Avx2, GgmlType::Q4_K) => Some(dllm::cpu::repack::pack_q4_k(&data, n_in, n_out)),
-        (Isa::Avx2, GgmlType::Q6_K) => Some(dllm::cpu::repack::pack_q6_k(&data, n_in, n_out)),
-        _ => None,
-    };
+    let packed = (isa == Isa::Avx2 && has_layout(ty)).then(|| pack(ty, &data, n_in, n_out, |_| {}));
     let w = Matrix { ty, n_in, n_out, data: &data, packed: packed.as_ref() };
     let x: Vec<f32> = (0..rows * n_in).map(|i| ((i % 97) as f32 - 48.0) / 16.0).collect();
     let mut out = vec![0f32; rows * n_out];

@@ -18,6 +18,31 @@ use sha2::{Digest, Sha256};
 
 pub const DEFAULT_ENDPOINT: &str = "https://huggingface.co";
 
+/// A known repository of llama.cpp-format GGUF conversions of a supported model.
+#[derive(Debug, Clone, Copy)]
+pub struct Preset {
+    pub model: &'static str,
+    /// `owner/name:QUANT`, as typed in the repository field or given to `dllm pull`.
+    pub spec: &'static str,
+    pub about: &'static str,
+}
+
+/// The repositories the app offers with one click. Chosen because other runtimes document them
+/// for these models (mojo-dllm's benchmarks use the LLaDA file, llama.cpp users the Dream one)
+/// and both are converted by llama.cpp's own script, whose layout dllm reads.
+pub const PRESETS: [Preset; 2] = [
+    Preset {
+        model: "LLaDA-8B-Instruct",
+        spec: "mradermacher/LLaDA-8B-Instruct-GGUF:Q4_K_M",
+        about: "GSAI-ML's LLaDA 8B, instruction tuned; Q4_K_M is about 4.9 GB",
+    },
+    Preset {
+        model: "Dream-v0-Instruct-7B",
+        spec: "bartowski/Dream-org_Dream-v0-Instruct-7B-GGUF:Q4_K_M",
+        about: "Dream-org's Dream 7B, instruction tuned; Q4_K_M is about 4.7 GB",
+    },
+];
+
 /// One .gguf file of a repository.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RemoteFile {
@@ -65,8 +90,9 @@ pub enum HubError {
     Cancelled,
 }
 
-/// Splits `owner/repo` or `owner/repo:QUANT`.
+/// Splits `owner/repo` or `owner/repo:QUANT`; a preset's model name stands for its spec.
 pub fn parse_spec(spec: &str) -> Result<(String, Option<String>), HubError> {
+    let spec = PRESETS.iter().find(|p| p.model.eq_ignore_ascii_case(spec.trim())).map_or(spec, |p| p.spec);
     let (repo, quant) = match spec.trim().split_once(':') {
         Some((r, q)) => (r, Some(q.to_string())),
         None => (spec.trim(), None),

@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use poll_promise::Promise;
 
-use crate::hub::{Hub, HubError, RemoteFile, parse_spec, pick};
+use crate::hub::{Hub, HubError, PRESETS, RemoteFile, parse_spec, pick};
 use crate::summary::human_bytes;
 
 /// Bytes done and total of the transfer in progress, written by the download thread.
@@ -112,6 +112,16 @@ impl DownloadPanel {
     }
 
     pub fn ui(&mut self, ui: &mut egui::Ui, hub: &Hub) {
+        ui.horizontal_wrapped(|ui| {
+            ui.label("Models:");
+            for preset in PRESETS {
+                let button = ui.add_enabled(!self.is_busy(), egui::Button::new(preset.model));
+                if button.on_hover_text(format!("{}\n{}", preset.about, preset.spec)).clicked() {
+                    self.repo_spec = preset.spec.to_string();
+                    self.list(hub.clone());
+                }
+            }
+        });
         ui.horizontal(|ui| {
             let label = ui.label("Repository");
             ui.add(

@@ -54,6 +54,17 @@ pub struct DllmApp {
     /// (prompt, raw, token count) of the last prompt checked, so that the settings check does
     /// not tokenize the prompt again every frame.
     prompt_len: Option<(String, bool, usize)>,
+    pub measured: Measured,
+}
+
+/// What the window reports of this process, measured when something finishes rather than
+/// every frame (reading the peak memory is a file read).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Measured {
+    /// Wall time of the last model load.
+    pub load_ms: f64,
+    /// The process's peak resident memory so far.
+    pub peak_memory: Option<u64>,
 }
 
 impl DllmApp {
@@ -72,6 +83,7 @@ impl DllmApp {
             replay_step: None,
             download: DownloadPanel::default(),
             prompt_len: None,
+            measured: Measured::default(),
         };
         if let Some(path) = model {
             app.load(path);
@@ -162,6 +174,8 @@ impl DllmApp {
         if let Some((path, promise)) = self.loading.take() {
             match promise.try_take() {
                 Ok(Ok(session)) => {
+                    self.measured =
+                        Measured { load_ms: session.info().load_ms, peak_memory: crate::bench::peak_rss_bytes() };
                     self.settings.remember_model(path);
                     self.session = Some(session);
                     self.prompt_len = None;
@@ -175,7 +189,9 @@ impl DllmApp {
             }
         }
         if let Some(run) = &mut self.run {
-            run.drain_events();
+            if run.drain_events() {
+                self.measured.peak_memory = crate::bench::peak_rss_bytes();
+            }
             if let Some(e) = run.failed.take() {
                 self.error = Some(e);
             }
@@ -277,10 +293,10 @@ impl DllmApp {
             // The weights, repacked in place of the mapped file, dominate: this is about the
             // memory the model needs, measured rather than estimated.
             ui.label("peak memory");
-            ui.label(crate::bench::peak_rss_bytes().map_or("?".into(), crate::summary::human_bytes));
+            ui.label(self.measured.peak_memory.map_or("?".into(), crate::summary::human_bytes));
             ui.end_row();
             ui.label("device");
-            if info.device.starts_with("CUDA") {
+            if info.gpu.is_some() {
                 ui.label(&info.device);
             } else {
                 ui.label(format!("CPU, {} threads ({})", info.threads, crate::cpu::active_isa().name()))
@@ -288,7 +304,7 @@ impl DllmApp {
             }
             ui.end_row();
             ui.label("load time");
-            ui.label(format!("{:.2} s", info.load_ms / 1e3));
+            ui.label(format!("{:.2} s", self.measured.load_ms / 1e3));
             ui.end_row();
         });
     }
@@ -412,13 +428,13 @@ impl DllmApp {
         let steps = run.steps.len();
         let summary = format!(
             "load {:.2} s \u{2022} {steps} steps{} \u{2022} median {:.0} ms/step \u{2022} {:.1} tokens/s \u{2022} peak memory {}",
-            session.info().load_ms / 1e3,
+            self.measured.load_ms / 1e3,
             if run.finished.as_ref().is_some_and(|f| f.generated.stopped_early) { " (early stop)" } else { "" },
             chart::median_step_ms(run),
             run.finished
                 .as_ref()
                 .map_or(0.0, |f| (f.generated.canvas.len() - f.generated.prompt_len) as f64 / (f.total_ms / 1e3)),
-            crate::bench::peak_rss_bytes().map_or("?".into(), crate::summary::human_bytes),
+            self.measured.peak_memory.map_or("?".into(), crate::summary::human_bytes),
         );
         ui.label(summary);
         chart::show(ui, run);
@@ -452,7 +468,7 @@ impl eframe::App for DllmApp {
                     ui.label(window_title());
                     ui.label(format!("CPU features: {}", crate::cpu::cpu_flags().join(" ")));
                     ui.label(format!("kernels: {}", crate::cpu::active_isa().name()));
-                    ui.label("GPU: not used by this build");
+                    ui.label(format!("GPU: {}", crate::cuda::probe().describe()));
                 });
             });
         });

@@ -219,10 +219,54 @@ pub unsafe fn dot_q8_0<const R: usize>(w: &[u8], a: &[&[BlockQ8_0]; R]) -> [f32;
 #[target_feature(enable = "avx2,fma")]
 pub unsafe fn gemm_q4_k_x8<const R: usize>(group: &[u8], a: &[&[BlockQ8K]; R]) -> [[f32; 8]; R] {
     use super::repack::{Q4_K_GROUP_BLOCK, q4k_layout as l};
+    let m4 = _mm256_set1_epi8(0x0F);
+    // SAFETY: as for this function (see the module's contract).
     unsafe {
-        let m4 = _mm256_set1_epi8(0x0F);
+        gemm_k4_like_x8(group, a, Q4_K_GROUP_BLOCK, 4, |p, j, k| {
+            let q = load(p.add(l::QS + 128 * j + 32 * k));
+            (_mm256_and_si256(q, m4), _mm256_and_si256(_mm256_srli_epi16(q, 4), m4))
+        })
+    }
+}
+
+/// Eight interleaved Q5_K columns against R activation rows: Q4_K's kernel with the fifth bit
+/// added to each nibble. Values reach 31, so the i16 sums take two chunks (2 x 2 x 2 x 31 x
+/// 127 = 31496) rather than four.
+#[target_feature(enable = "avx2,fma")]
+pub unsafe fn gemm_q5_k_x8<const R: usize>(group: &[u8], a: &[&[BlockQ8K]; R]) -> [[f32; 8]; R] {
+    use super::repack::{Q5_K_GROUP_BLOCK, q4k_layout as l};
+    let (m4, one) = (_mm256_set1_epi8(0x0F), _mm256_set1_epi8(1));
+    // SAFETY: as for this function (see the module's contract).
+    unsafe {
+        gemm_k4_like_x8(group, a, Q5_K_GROUP_BLOCK, 2, |p, j, k| {
+            let q = load(p.add(l::QS + 128 * j + 32 * k));
+            let h = load(p.add(l::QH + 32 * j));
+            let fifth = |bit: usize| {
+                let b = _mm256_and_si256(_mm256_srl_epi16(h, _mm_cvtsi32_si128(bit as i32)), one);
+                _mm256_slli_epi16(b, 4)
+            };
+            let lo = _mm256_or_si256(_mm256_and_si256(q, m4), fifth(2 * k));
+            let hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4), fifth(2 * k + 1));
+            (lo, hi)
+        })
+    }
+}
+
+/// The loop shared by the packed Q4_K and Q5_K kernels: `unpack(block, j, k)` gives chunk k of
+/// sub-block j as unsigned bytes (weights v+i, then v+4+i, of each column), and the i16 sums
+/// are widened every `chunks_per_i16` chunks.
+#[inline(always)]
+unsafe fn gemm_k4_like_x8<const R: usize>(
+    group: &[u8],
+    a: &[&[BlockQ8K]; R],
+    block_bytes: usize,
+    chunks_per_i16: usize,
+    unpack: impl Fn(*const u8, usize, usize) -> (__m256i, __m256i),
+) -> [[f32; 8]; R] {
+    use super::repack::q4k_layout as l;
+    unsafe {
         let mut sum = [_mm256_setzero_ps(); R];
-        for (b, blk) in group.chunks_exact(Q4_K_GROUP_BLOCK).enumerate() {
+        for (b, blk) in group.chunks_exact(block_bytes).enumerate() {
             let p = blk.as_ptr();
             let mut acc = [_mm256_setzero_si256(); R];
             for j in 0..8 {
@@ -230,9 +274,7 @@ pub unsafe fn gemm_q4_k_x8<const R: usize>(group: &[u8], a: &[&[BlockQ8K]; R]) -
                 let scales = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(s8, s8));
                 let mut acc16 = [_mm256_setzero_si256(); R];
                 for k in 0..4 {
-                    let q = load(p.add(l::QS + 128 * j + 32 * k));
-                    let lo = _mm256_and_si256(q, m4);
-                    let hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+                    let (lo, hi) = unpack(p, j, k);
                     let v = 32 * j + 8 * k;
                     for r in 0..R {
                         let y = a[r].get_unchecked(b).qs.as_ptr().add(v);
@@ -241,9 +283,12 @@ pub unsafe fn gemm_q4_k_x8<const R: usize>(group: &[u8], a: &[&[BlockQ8K]; R]) -
                         let s = _mm256_add_epi16(_mm256_maddubs_epi16(lo, a_lo), _mm256_maddubs_epi16(hi, a_hi));
                         acc16[r] = _mm256_add_epi16(acc16[r], s);
                     }
-                }
-                for r in 0..R {
-                    acc[r] = _mm256_add_epi32(acc[r], _mm256_madd_epi16(acc16[r], scales));
+                    if (k + 1) % chunks_per_i16 == 0 {
+                        for r in 0..R {
+                            acc[r] = _mm256_add_epi32(acc[r], _mm256_madd_epi16(acc16[r], scales));
+                            acc16[r] = _mm256_setzero_si256();
+                        }
+                    }
                 }
             }
             let d = _mm256_loadu_ps(p.add(l::D) as *const f32);
@@ -317,6 +362,42 @@ pub unsafe fn gemm_q6_k_x8<const R: usize>(group: &[u8], a: &[&[BlockQ8K]; R]) -
                 }
                 let acc = _mm256_sub_epi32(acc[r], _mm256_slli_epi32(offset, 5));
                 sum[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc), _mm256_mul_ps(d, _mm256_set1_ps(y.d)), sum[r]);
+            }
+        }
+        let mut out = [[0f32; 8]; R];
+        for r in 0..R {
+            _mm256_storeu_ps(out[r].as_mut_ptr(), sum[r]);
+        }
+        out
+    }
+}
+
+/// Eight interleaved Q8_0 columns (`cpu::repack` layout, one group) against R activation rows.
+/// Signed x signed products go through `vpmaddubsw` as |w| x (a with w's sign); each chunk's
+/// pair sums (at most 2 x 128 x 127) are widened by `vpmaddwd` before they are added.
+#[target_feature(enable = "avx2,fma")]
+pub unsafe fn gemm_q8_0_x8<const R: usize>(group: &[u8], a: &[&[BlockQ8_0]; R]) -> [[f32; 8]; R] {
+    use super::repack::{Q8_0_GROUP_BLOCK, q8_0_layout as l};
+    unsafe {
+        let ones = _mm256_set1_epi16(1);
+        let mut sum = [_mm256_setzero_ps(); R];
+        for (b, blk) in group.chunks_exact(Q8_0_GROUP_BLOCK).enumerate() {
+            let p = blk.as_ptr();
+            let mut acc = [_mm256_setzero_si256(); R];
+            for k in 0..8 {
+                let w = load(p.add(l::QS + 32 * k));
+                let abs_w = _mm256_sign_epi8(w, w);
+                for r in 0..R {
+                    let y = a[r].get_unchecked(b).qs.as_ptr().add(4 * k);
+                    let a4 = _mm256_set1_epi32((y as *const i32).read_unaligned());
+                    let prod = _mm256_maddubs_epi16(abs_w, _mm256_sign_epi8(a4, w));
+                    acc[r] = _mm256_add_epi32(acc[r], _mm256_madd_epi16(prod, ones));
+                }
+            }
+            let d = _mm256_loadu_ps(p.add(l::D) as *const f32);
+            for r in 0..R {
+                let da = _mm256_mul_ps(d, _mm256_set1_ps(a[r].get_unchecked(b).d));
+                sum[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[r]), da, sum[r]);
             }
         }
         let mut out = [[0f32; 8]; R];

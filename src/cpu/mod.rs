@@ -10,4 +10,4 @@ pub mod repack;
 
 pub use features::{Isa, active_isa, cpu_flags};
 pub use peak::int8_peak;
-pub use qgemm::{ROW_GROUP, dot_rows_q8_0, dot_rows_q8k, gemm_packed};
+pub use qgemm::{ROW_GROUP, dot_rows_q8_0, dot_rows_q8k, gemm_packed, gemm_packed_q8_0};

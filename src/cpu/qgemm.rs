@@ -72,22 +72,36 @@ pub fn dot_rows_q8_0(isa: Isa, w: &[u8], acts: &[&[BlockQ8_0]], out: &mut [f32])
 }
 
 /// `out[r][c] = dot(column c of a packed group, acts[r])` for up to `ROW_GROUP` rows, on a
-/// Q4_K or Q6_K group in the `cpu::repack` layout. Only the AVX2 path has packed kernels; the
+/// Q4_K, Q5_K or Q6_K group in the `cpu::repack` layout. Only the AVX2 path has packed kernels; the
 /// scalar reference for the same product is `dot_rows_q8k` on the unpacked rows.
 pub fn gemm_packed(isa: Isa, ty: GgmlType, group: &[u8], acts: &[&[BlockQ8K]], out: &mut [[f32; super::repack::COLS]]) {
-    use super::repack::{Q4_K_GROUP_BLOCK, Q6_K_GROUP_BLOCK};
-    assert!(isa.is_available() && isa == Isa::Avx2, "packed kernels run on AVX2");
-    assert!(acts.len() <= ROW_GROUP && out.len() == acts.len());
+    use super::repack::{Q4_K_GROUP_BLOCK, Q5_K_GROUP_BLOCK, Q6_K_GROUP_BLOCK};
     let block = match ty {
         GgmlType::Q4_K => Q4_K_GROUP_BLOCK,
+        GgmlType::Q5_K => Q5_K_GROUP_BLOCK,
         GgmlType::Q6_K => Q6_K_GROUP_BLOCK,
-        _ => panic!("no packed kernel for {ty}"),
+        _ => panic!("no packed kernel for {ty} with Q8_K activations"),
     };
-    let nb = group.len() / block;
-    assert!(group.len().is_multiple_of(block) && acts.iter().all(|a| a.len() == nb));
+    check_packed(isa, block, group, acts, out);
     #[cfg(target_arch = "x86_64")]
     match ty {
         GgmlType::Q4_K => by_rows!(gemm_q4_k_x8, group, acts, out),
+        GgmlType::Q5_K => by_rows!(gemm_q5_k_x8, group, acts, out),
         _ => by_rows!(gemm_q6_k_x8, group, acts, out),
     }
+}
+
+/// `gemm_packed` for a Q8_0 group and Q8_0 activations; the scalar reference is
+/// `dot_rows_q8_0` on the unpacked rows.
+pub fn gemm_packed_q8_0(isa: Isa, group: &[u8], acts: &[&[BlockQ8_0]], out: &mut [[f32; super::repack::COLS]]) {
+    check_packed(isa, super::repack::Q8_0_GROUP_BLOCK, group, acts, out);
+    #[cfg(target_arch = "x86_64")]
+    by_rows!(gemm_q8_0_x8, group, acts, out)
+}
+
+fn check_packed<A, O>(isa: Isa, block: usize, group: &[u8], acts: &[&[A]], out: &[O]) {
+    assert!(isa.is_available() && isa == Isa::Avx2, "packed kernels run on AVX2");
+    assert!(acts.len() <= ROW_GROUP && out.len() == acts.len());
+    let nb = group.len() / block;
+    assert!(group.len().is_multiple_of(block) && acts.iter().all(|a| a.len() == nb), "ragged packed operands");
 }

@@ -9,25 +9,42 @@
 //! v = 32j + 8k) 32 bytes where byte `4c + i` holds weight v+i of column c in its low nibble
 //! and weight v+4+i in its high nibble.
 //!
+//! Q5_K, per group and super-block (1472 bytes, 1408 in the file): Q4_K's layout for the
+//! scales, mins and low 4 bits, then per sub-block j 32 bytes whose byte `4c + i` holds the
+//! fifth bits of column c's weights in chunk k at bit 2k (weight v+i) and 2k+1 (weight v+4+i).
+//!
 //! Q6_K, per group and super-block (1824 bytes, 1680 in the file): `d[8]` f32,
 //! `scales[16 groups of 16 values][8 columns]` i8, the same scales as `[8 pairs][8 columns][2]`
 //! for the offset correction, the low 4 bits of each chunk k (v = 8k) laid out as Q4_K's chunks,
 //! then per pair of chunks 32 bytes whose byte `4c + i` holds the high 2 bits of weights v+i
 //! and v+4+i of column c (chunk 2m in bits 0..4, chunk 2m+1 in bits 4..8). Weights are stored
 //! as in the file, 0..63 standing for -32..31.
+//!
+//! Q8_0, per group and block of 32 values (288 bytes, 272 in the file): `d[8]` f32, then for
+//! each chunk k (4 values, v = 4k) 32 bytes where bytes `4c..4c+4` hold weights v..v+4 of
+//! column c. Widening the f16 scales once here takes a conversion out of the inner loop.
 
 use std::ops::Range;
 
 use rayon::prelude::*;
 
 use crate::quant::GgmlType;
-use crate::quant::blocks::{QK_K, f16_at, q4_k, q6_k, scale_min_k4};
+use crate::quant::blocks::{QK, QK_K, f16_at, q4_k, q5_k, q6_k, q8_0, scale_min_k4};
 
 /// Columns interleaved in one group.
 pub const COLS: usize = 8;
 pub const Q4_K_GROUP_BLOCK: usize = 32 + 32 + 64 + 64 + 1024;
 
+pub const Q5_K_GROUP_BLOCK: usize = Q4_K_GROUP_BLOCK + 256;
+
 pub const Q6_K_GROUP_BLOCK: usize = 32 + 128 + 128 + 1024 + 512;
+
+pub const Q8_0_GROUP_BLOCK: usize = 32 + 256;
+
+pub mod q8_0_layout {
+    pub const D: usize = 0;
+    pub const QS: usize = 32;
+}
 
 pub mod q6k_layout {
     pub const D: usize = 0;
@@ -43,6 +60,8 @@ pub mod q4k_layout {
     pub const SCALES: usize = 64;
     pub const MINS: usize = 128;
     pub const QS: usize = 192;
+    /// Q5_K only: the fifth bits.
+    pub const QH: usize = 1216;
 }
 
 /// Weights of a matrix in the interleaved layout, for its first `n_groups * COLS` rows.
@@ -101,14 +120,9 @@ impl Packed {
     }
 }
 
-/// Interleaves a Q4_K matrix of `n_out` rows of `n_in` values (`data` as in the file).
-pub fn pack_q4_k(data: &[u8], n_in: usize, n_out: usize) -> Packed {
-    pack(GgmlType::Q4_K, data, n_in, n_out, |_| {})
-}
-
-/// Interleaves a Q6_K matrix of `n_out` rows of `n_in` values (`data` as in the file).
-pub fn pack_q6_k(data: &[u8], n_in: usize, n_out: usize) -> Packed {
-    pack(GgmlType::Q6_K, data, n_in, n_out, |_| {})
+/// Whether `ty` has an interleaved layout (and packed kernels).
+pub fn has_layout(ty: GgmlType) -> bool {
+    matches!(ty, GgmlType::Q4_K | GgmlType::Q5_K | GgmlType::Q6_K | GgmlType::Q8_0)
 }
 
 /// Rows packed per slice: `done(rows)` is called after each slice, so that the caller can
@@ -119,14 +133,18 @@ const SLICE_GROUPS: usize = 512;
 /// Packs one group: (the group's rows as in the file, blocks per row, row bytes, destination).
 type PackGroup = fn(&[u8], usize, usize, &mut [u8]);
 
-/// Interleaves a Q4_K or Q6_K matrix, reporting progress to `done` after each slice of rows.
+/// Interleaves a matrix of `n_out` rows of `n_in` values of a type with a layout (`data` as
+/// in the file), reporting progress to `done` after each slice of rows; rows past the last
+/// whole group are left to the unpacked kernels.
 pub fn pack(ty: GgmlType, data: &[u8], n_in: usize, n_out: usize, mut done: impl FnMut(Range<usize>)) -> Packed {
     let (group_block, pack_group): (usize, PackGroup) = match ty {
         GgmlType::Q4_K => (Q4_K_GROUP_BLOCK, pack_group_q4_k),
+        GgmlType::Q5_K => (Q5_K_GROUP_BLOCK, pack_group_q5_k),
         GgmlType::Q6_K => (Q6_K_GROUP_BLOCK, pack_group_q6_k),
+        GgmlType::Q8_0 => (Q8_0_GROUP_BLOCK, pack_group_q8_0),
         _ => panic!("no interleaved layout for {ty}"),
     };
-    let nb = n_in / QK_K;
+    let nb = n_in / ty.block_size();
     let n_groups = n_out / COLS;
     let group_bytes = nb * group_block;
     let row_bytes = data.len() / n_out;
@@ -143,30 +161,62 @@ pub fn pack(ty: GgmlType, data: &[u8], n_in: usize, n_out: usize, mut done: impl
     Packed { ty, n_groups, group_bytes, data: out }
 }
 
+/// Where a Q4_K-like block keeps its fields: (block size, d, dmin, packed scales, nibbles).
+type K4Fields = (usize, usize, usize, usize, usize);
+
 /// One group of Q4_K: `src` holds the group's 8 rows as in the file.
 fn pack_group_q4_k(src: &[u8], nb: usize, row_bytes: usize, dst: &mut [u8]) {
+    let fields = (q4_k::SIZE, q4_k::D, q4_k::DMIN, q4_k::SCALES, q4_k::QS);
     for b in 0..nb {
-        let dst = &mut dst[b * Q4_K_GROUP_BLOCK..(b + 1) * Q4_K_GROUP_BLOCK];
+        pack_k4_block(src, b, row_bytes, fields, &mut dst[b * Q4_K_GROUP_BLOCK..(b + 1) * Q4_K_GROUP_BLOCK]);
+    }
+}
+
+/// One group of Q5_K: Q4_K's fields, then the fifth bits.
+fn pack_group_q5_k(src: &[u8], nb: usize, row_bytes: usize, dst: &mut [u8]) {
+    let fields = (q5_k::SIZE, q5_k::D, q5_k::DMIN, q5_k::SCALES, q5_k::QS);
+    for b in 0..nb {
+        let dst = &mut dst[b * Q5_K_GROUP_BLOCK..(b + 1) * Q5_K_GROUP_BLOCK];
+        pack_k4_block(src, b, row_bytes, fields, dst);
         for c in 0..COLS {
-            let blk = &src[c * row_bytes + b * q4_k::SIZE..][..q4_k::SIZE];
-            let (d, dmin) = (f16_at(blk, q4_k::D), f16_at(blk, q4_k::DMIN));
-            dst[q4k_layout::D + 4 * c..][..4].copy_from_slice(&d.to_le_bytes());
-            dst[q4k_layout::DMIN + 4 * c..][..4].copy_from_slice(&dmin.to_le_bytes());
-            let packed_scales = &blk[q4_k::SCALES..q4_k::SCALES + 12];
+            // Bit j of qh[l] is the fifth bit of value 32j + l.
+            let qh = &src[c * row_bytes + b * q5_k::SIZE + q5_k::QH..][..32];
             for j in 0..8 {
-                let (sc, m) = scale_min_k4(j, packed_scales);
-                dst[q4k_layout::SCALES + 8 * j + c] = sc;
-                dst[q4k_layout::MINS + 16 * (j / 2) + 2 * c + j % 2] = m;
-            }
-            // Sub-blocks 2p and 2p+1 are the low and high nibbles of the same 32 bytes.
-            for j in 0..8 {
-                let src32 = &blk[q4_k::QS + 32 * (j / 2)..][..32];
-                for k in 0..4 {
-                    let chunk = &mut dst[q4k_layout::QS + 128 * j + 32 * k + 4 * c..][..4];
-                    for (i, out) in chunk.iter_mut().enumerate() {
-                        let (lo, hi) = (src32[8 * k + i], src32[8 * k + 4 + i]);
-                        *out = if j % 2 == 0 { (lo & 0x0F) | (hi << 4) } else { (lo >> 4) | (hi & 0xF0) };
+                for i in 0..4 {
+                    let mut byte = 0u8;
+                    for k in 0..4 {
+                        let (l0, l1) = (8 * k + i, 8 * k + 4 + i);
+                        byte |= ((qh[l0] >> j) & 1) << (2 * k) | ((qh[l1] >> j) & 1) << (2 * k + 1);
                     }
+                    dst[q4k_layout::QH + 32 * j + 4 * c + i] = byte;
+                }
+            }
+        }
+    }
+}
+
+/// Super-block `b` of a group's Q4_K-like rows: scales, mins and the low 4 bits, into `dst`.
+fn pack_k4_block(src: &[u8], b: usize, row_bytes: usize, fields: K4Fields, dst: &mut [u8]) {
+    let (size, d_off, dmin_off, scales_off, qs_off) = fields;
+    for c in 0..COLS {
+        let blk = &src[c * row_bytes + b * size..][..size];
+        let (d, dmin) = (f16_at(blk, d_off), f16_at(blk, dmin_off));
+        dst[q4k_layout::D + 4 * c..][..4].copy_from_slice(&d.to_le_bytes());
+        dst[q4k_layout::DMIN + 4 * c..][..4].copy_from_slice(&dmin.to_le_bytes());
+        let packed_scales = &blk[scales_off..scales_off + 12];
+        for j in 0..8 {
+            let (sc, m) = scale_min_k4(j, packed_scales);
+            dst[q4k_layout::SCALES + 8 * j + c] = sc;
+            dst[q4k_layout::MINS + 16 * (j / 2) + 2 * c + j % 2] = m;
+        }
+        // Sub-blocks 2p and 2p+1 are the low and high nibbles of the same 32 bytes.
+        for j in 0..8 {
+            let src32 = &blk[qs_off + 32 * (j / 2)..][..32];
+            for k in 0..4 {
+                let chunk = &mut dst[q4k_layout::QS + 128 * j + 32 * k + 4 * c..][..4];
+                for (i, out) in chunk.iter_mut().enumerate() {
+                    let (lo, hi) = (src32[8 * k + i], src32[8 * k + 4 + i]);
+                    *out = if j % 2 == 0 { (lo & 0x0F) | (hi << 4) } else { (lo >> 4) | (hi & 0xF0) };
                 }
             }
         }
@@ -209,6 +259,21 @@ fn pack_group_q6_k(src: &[u8], nb: usize, row_bytes: usize, dst: &mut [u8]) {
                     dst[l::LO + 64 * m + 32 + 4 * c + i] = (b0 & 0xF) | ((b1 & 0xF) << 4);
                     dst[l::HI + 32 * m + 4 * c + i] = hi2(a0, a1) | (hi2(b0, b1) << 4);
                 }
+            }
+        }
+    }
+}
+
+/// One group of Q8_0: `src` holds the group's 8 rows as in the file.
+fn pack_group_q8_0(src: &[u8], nb: usize, row_bytes: usize, dst: &mut [u8]) {
+    use q8_0_layout as l;
+    for b in 0..nb {
+        let dst = &mut dst[b * Q8_0_GROUP_BLOCK..(b + 1) * Q8_0_GROUP_BLOCK];
+        for c in 0..COLS {
+            let blk = &src[c * row_bytes + b * q8_0::SIZE..][..q8_0::SIZE];
+            dst[l::D + 4 * c..][..4].copy_from_slice(&f16_at(blk, q8_0::D).to_le_bytes());
+            for k in 0..QK / 4 {
+                dst[l::QS + 32 * k + 4 * c..][..4].copy_from_slice(&blk[q8_0::QS + 4 * k..][..4]);
             }
         }
     }

@@ -124,6 +124,21 @@ pub struct Choice {
     pub reason: String,
 }
 
+impl Probe {
+    /// One line on what the machine offers, for an About box: the GPUs, or why there are none.
+    pub fn describe(&self) -> String {
+        match self {
+            Probe::NoDriver => "none: no NVIDIA driver found (libcuda could not be loaded)".into(),
+            Probe::NoDevice(why) => format!("none: {why}"),
+            Probe::Gpus(gpus) => gpus
+                .iter()
+                .map(|g| format!("{} ({}, {} free of {})", g.name, g.arch(), gib(g.free_bytes), gib(g.total_bytes)))
+                .collect::<Vec<_>>()
+                .join("; "),
+        }
+    }
+}
+
 fn gib(bytes: u64) -> String {
     format!("{:.1} GiB", bytes as f64 / (1u64 << 30) as f64)
 }
@@ -150,10 +165,7 @@ pub fn choose(request: DeviceRequest, needed_bytes: u64, probe: &Probe) -> Resul
         }
     };
     match (gpu, request) {
-        (Ok(g), _) => Ok(Choice {
-            reason: format!("{} ({}, {} free of {})", g.name, g.arch(), gib(g.free_bytes), gib(g.total_bytes)),
-            device: Device::Cuda(g),
-        }),
+        (Ok(g), _) => Ok(Choice { reason: Probe::Gpus(vec![g.clone()]).describe(), device: Device::Cuda(g) }),
         (Err(e), DeviceRequest::Auto) => Ok(Choice { device: Device::Cpu, reason: format!("CPU: {e}") }),
         (Err(e), _) => Err(e),
     }

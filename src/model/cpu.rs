@@ -5,7 +5,7 @@ use std::sync::Arc;
 use super::kv_cache::KvCache;
 use super::weights::{MatrixRef, Weights};
 use super::{Forward, ModelConfig, ModelError, Pass};
-use crate::cpu::repack::{COLS, pack};
+use crate::cpu::repack::{COLS, has_layout, pack};
 use crate::cpu::{Isa, active_isa};
 use crate::gguf::GgufFile;
 use crate::ops::attention::{AttentionScratch, AttentionShape, attention};
@@ -13,7 +13,6 @@ use crate::ops::matmul::{MatmulScratch, grow, matmul};
 use crate::ops::norm::rms_norm;
 use crate::ops::rope::RopeTable;
 use crate::ops::swiglu;
-use crate::quant::GgmlType;
 
 /// Activations and work buffers, sized for the largest canvas seen and then reused.
 #[derive(Default)]
@@ -76,13 +75,13 @@ impl CpuModel {
     }
 }
 
-/// Copies every Q4_K and Q6_K product matrix into the interleaved layout of the AVX2 kernels
+/// Copies every Q4_K, Q5_K, Q6_K and Q8_0 product matrix into the interleaved layout of the AVX2 kernels
 /// and lets the OS drop the mapped pages it came from (the embedding table, read row by row,
 /// stays).
 fn pack_for_kernels(gguf: &GgufFile, weights: &mut Weights) {
     let embd_offset = weights.token_embd.offset;
     for m in weights.products_mut() {
-        if !matches!(m.ty, GgmlType::Q4_K | GgmlType::Q6_K) || m.n_out < COLS {
+        if !has_layout(m.ty) || m.n_out < COLS {
             continue;
         }
         let row_bytes = (m.n_bytes / m.n_out) as u64;

@@ -2,14 +2,15 @@
 //! that quantized models agree with llama.cpp: for Q8_0, Q4_K, Q5_K and Q6_K weights the
 //! activations are quantized to 8 bits once per product and each output is an integer block dot
 //! product (`quant::vec_dot`); other types are dequantized to f32 a tile of rows at a time.
-//! This is the oracle that the int8 SIMD kernels are tested against.
+//! This is the oracle that the int8 SIMD kernels are tested against; on AVX2 the matrices with
+//! an interleaved copy (`cpu::repack`) run through the packed kernels.
 
 use std::sync::Mutex;
 
 use rayon::prelude::*;
 
 use crate::cpu::repack::{COLS, Packed};
-use crate::cpu::{Isa, ROW_GROUP, active_isa, dot_rows_q8_0, dot_rows_q8k, gemm_packed};
+use crate::cpu::{Isa, ROW_GROUP, active_isa, dot_rows_q8_0, dot_rows_q8k, gemm_packed, gemm_packed_q8_0};
 use crate::quant::q8::{BlockQ8_0, BlockQ8K, quantize_q8_0, quantize_q8_k};
 use crate::quant::{DequantError, GgmlType, dequantize};
 
@@ -77,7 +78,8 @@ pub fn matmul_on(isa: Isa, x: &[f32], n_rows: usize, w: &Matrix, out: &mut [f32]
             let acts = &scratch.q8k[..n_rows * nb];
             let mut first_col = 0;
             if let (Isa::Avx2, Some(packed)) = (isa, w.packed) {
-                packed_products(packed, n_rows, acts, nb, isa, &mut scratch.out_t);
+                let kernel = |g: &[u8], a: &[&[BlockQ8K]], o: &mut [[f32; COLS]]| gemm_packed(isa, packed.ty, g, a, o);
+                packed_products(packed, n_rows, acts, nb, kernel, &mut scratch.out_t);
                 first_col = packed.n_groups * COLS;
             }
             let ty = w.ty;
@@ -91,8 +93,15 @@ pub fn matmul_on(isa: Isa, x: &[f32], n_rows: usize, w: &Matrix, out: &mut [f32]
             }
             let acts = &mut scratch.q8_0[..n_rows * nb];
             acts.par_chunks_mut(nb).zip(x.par_chunks(n_in)).for_each(|(a, xr)| quantize_q8_0(xr, a));
+            let acts = &scratch.q8_0[..n_rows * nb];
+            let mut first_col = 0;
+            if let (Isa::Avx2, Some(packed)) = (isa, w.packed) {
+                let kernel = |g: &[u8], a: &[&[BlockQ8_0]], o: &mut [[f32; COLS]]| gemm_packed_q8_0(isa, g, a, o);
+                packed_products(packed, n_rows, acts, nb, kernel, &mut scratch.out_t);
+                first_col = packed.n_groups * COLS;
+            }
             let dot = move |wr: &[u8], a: &[&[BlockQ8_0]], o: &mut [f32]| dot_rows_q8_0(isa, wr, a, o);
-            integer_products(w, 0, n_rows, &scratch.q8_0[..n_rows * nb], nb, dot, &mut scratch.out_t);
+            integer_products(w, first_col, n_rows, acts, nb, dot, &mut scratch.out_t);
         }
         _ => dequantized_products(x, n_rows, w, scratch),
     }
@@ -103,18 +112,26 @@ pub fn matmul_on(isa: Isa, x: &[f32], n_rows: usize, w: &Matrix, out: &mut [f32]
     }
 }
 
-/// `out_t[o][r] = dot(w[o], acts[r])` for the interleaved groups of a packed matrix.
-fn packed_products(packed: &Packed, n_rows: usize, acts: &[BlockQ8K], nb: usize, isa: Isa, out_t: &mut [f32]) {
+/// `out_t[o][r] = dot(w[o], acts[r])` for the interleaved groups of a packed matrix, through
+/// `kernel(group, rows, out)` (`ROW_GROUP` activation rows at a time).
+fn packed_products<A: Sync>(
+    packed: &Packed,
+    n_rows: usize,
+    acts: &[A],
+    nb: usize,
+    kernel: impl Fn(&[u8], &[&[A]], &mut [[f32; COLS]]) + Sync,
+    out_t: &mut [f32],
+) {
     out_t[..packed.n_groups * COLS * n_rows].par_chunks_mut(COLS * n_rows).enumerate().for_each(|(g, out_t)| {
         let group_data = packed.group(g);
         let mut results = [[0f32; COLS]; ROW_GROUP];
         for first in (0..n_rows).step_by(ROW_GROUP) {
             let rows = ROW_GROUP.min(n_rows - first);
-            let mut group: [&[BlockQ8K]; ROW_GROUP] = [&[]; ROW_GROUP];
+            let mut group: [&[A]; ROW_GROUP] = [&[]; ROW_GROUP];
             for (i, slot) in group.iter_mut().enumerate().take(rows) {
                 *slot = &acts[(first + i) * nb..(first + i + 1) * nb];
             }
-            gemm_packed(isa, packed.ty, group_data, &group[..rows], &mut results[..rows]);
+            kernel(group_data, &group[..rows], &mut results[..rows]);
             for (i, res) in results[..rows].iter().enumerate() {
                 for (c, v) in res.iter().enumerate() {
                     out_t[c * n_rows + first + i] = *v;

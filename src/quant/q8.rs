@@ -26,10 +26,14 @@ pub struct BlockQ8_0 {
     pub qs: [i8; QK],
 }
 
-/// ggml's `nearest_int`: round half to even, valid for |x| < 2^22.
+/// ggml's `nearest_int`: round half to even, valid for |x| < 2^22. Adding 1.5 * 2^23 makes the
+/// FPU round the sum to an integer (to nearest, ties to even) and leaves that integer in the
+/// low mantissa bits. `f32::round_ties_even` gives the same numbers, but without SSE4.1 at
+/// compile time it is a libm call per value (6% of a step); this vectorizes.
 #[inline]
 fn nearest_int(x: f32) -> i32 {
-    x.round_ties_even() as i32
+    let shifted = x + 12_582_912.0;
+    (shifted.to_bits() & 0x007f_ffff) as i32 - 0x0040_0000
 }
 
 /// `quantize_row_q8_K_ref`: the scale maps the value of largest magnitude to -127.
@@ -65,7 +69,7 @@ pub fn quantize_q8_0(x: &[f32], out: &mut [BlockQ8_0]) {
         let id = if amax != 0.0 { 127.0 / amax } else { 0.0 };
         y.d = half::f16::from_f32(d).to_f32();
         for (q, &v) in y.qs.iter_mut().zip(xb) {
-            *q = (v * id).round_ties_even() as i8;
+            *q = nearest_int(v * id) as i8;
         }
     }
 }
@@ -73,6 +77,18 @@ pub fn quantize_q8_0(x: &[f32], out: &mut [BlockQ8_0]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn nearest_int_rounds_half_to_even_like_the_standard_library() {
+        // Every quarter step over the range the quantizers use, so every tie is covered, plus
+        // values just beside the ties.
+        for i in -(200 * 4)..=(200 * 4) {
+            let x = i as f32 / 4.0;
+            for v in [x, x.next_up(), x.next_down()] {
+                assert_eq!(nearest_int(v), v.round_ties_even() as i32, "{v}");
+            }
+        }
+    }
 
     #[test]
     fn q8_k_round_trips_within_half_a_step() {

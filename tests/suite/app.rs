@@ -210,6 +210,15 @@ fn download_from_a_mock_hub_then_load() {
     h.run_steps(2);
     wait_for(&mut h, "the listing", |a| !a.download.is_busy());
     assert!(h.query_by_label_contains("was not found").is_some(), "{:?}", h.state().download.message);
+    // A preset fills the field with its repository and lists it (the mock knows none of them).
+    let preset = dllm::hub::PRESETS[0];
+    h.get_by_label(preset.model).click();
+    h.run_steps(2);
+    wait_for(&mut h, "the preset's listing", |a| !a.download.is_busy());
+    assert_eq!(h.state().download.repo_spec, preset.spec);
+    let repo = preset.spec.split(':').next().unwrap();
+    let message = h.state().download.message.clone().unwrap_or_default();
+    assert!(message.contains(repo) && message.contains("was not found"), "{message}");
     // The fixture repository: list, pick Q8_0, download, verify, load.
     h.state_mut().download.repo_spec = format!("{}:Q8_0", common::mock_hub::REPO);
     h.get_by_label("List files").click();

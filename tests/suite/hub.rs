@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use common::mock_hub::{COMMIT, MockHub, REPO, start_mock};
 use dllm::engine::{LoadOptions, Session};
-use dllm::hub::{Hub, HubError, parse_spec, pick};
+use dllm::hub::{Hub, HubError, PRESETS, RemoteFile, parse_spec, pick};
 
 fn fixture() -> (String, Vec<u8>) {
     ("tiny-Q8_0.gguf".to_string(), std::fs::read(common::data("models/llada-tiny-Q8_0.gguf")).unwrap())
@@ -132,4 +132,27 @@ fn missing_repos_and_bad_ids_have_clear_errors() {
     let offline = Hub { endpoint: "http://127.0.0.1:9".into(), cache_dir: std::env::temp_dir() };
     let err = offline.list_gguf("owner/repo").unwrap_err();
     assert!(matches!(err, HubError::Network { .. }) && err.to_string().contains("cannot reach"), "{err}");
+}
+
+/// Each preset is a valid spec, its model name stands for it, and its quant picks the right
+/// file among the names its repository uses.
+#[test]
+fn presets_resolve_to_their_repository_and_quant() {
+    // File names as published in the two repositories (llama.cpp's converter names them).
+    let listings = [
+        ["LLaDA-8B-Instruct.Q4_K_S.gguf", "LLaDA-8B-Instruct.Q4_K_M.gguf", "LLaDA-8B-Instruct.Q8_0.gguf"],
+        [
+            "Dream-org_Dream-v0-Instruct-7B-Q4_K_S.gguf",
+            "Dream-org_Dream-v0-Instruct-7B-Q4_K_M.gguf",
+            "Dream-org_Dream-v0-Instruct-7B-Q8_0.gguf",
+        ],
+    ];
+    for (preset, names) in PRESETS.iter().zip(listings) {
+        let (repo, quant) = parse_spec(preset.spec).unwrap();
+        assert_eq!(parse_spec(&preset.model.to_lowercase()).unwrap(), (repo.clone(), quant.clone()));
+        assert_eq!(quant.as_deref(), Some("Q4_K_M"));
+        let files: Vec<RemoteFile> =
+            names.iter().map(|n| RemoteFile { path: n.to_string(), size: 1, sha256: None }).collect();
+        assert_eq!(pick(&repo, &files, quant.as_deref()).unwrap().path, names[1]);
+    }
 }

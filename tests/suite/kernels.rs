@@ -2,7 +2,8 @@
 //! activations, for ragged shapes: row counts that are not a multiple of the row group, and
 //! widths of the real models (LLaDA 4096 / 12288, Dream 3584 / 18944).
 
-use dllm::cpu::{Isa, ROW_GROUP, dot_rows_q8_0, dot_rows_q8k};
+use dllm::cpu::repack::{has_layout, pack};
+use dllm::cpu::{Isa, ROW_GROUP, dot_rows_q8_0, dot_rows_q8k, gemm_packed, gemm_packed_q8_0};
 use dllm::ops::matmul::{MatmulScratch, Matrix, matmul_on};
 use dllm::quant::blocks::{q4_k, q5_k, q6_k, q8_0};
 use dllm::quant::q8::{BlockQ8_0, BlockQ8K, quantize_q8_0, quantize_q8_k};
@@ -100,11 +101,7 @@ fn whole_products_match_scalar_on_ragged_shapes() {
         for (n_in, n_out, rows) in shapes {
             let data = random_weights(&mut rng, ty, n_in, n_out);
             let w = Matrix { ty, n_in, n_out, data: &data, packed: None };
-            let packed = match ty {
-                GgmlType::Q4_K => Some(dllm::cpu::repack::pack_q4_k(&data, n_in, n_out)),
-                GgmlType::Q6_K => Some(dllm::cpu::repack::pack_q6_k(&data, n_in, n_out)),
-                _ => None,
-            };
+            let packed = has_layout(ty).then(|| pack(ty, &data, n_in, n_out, |_| {}));
             let x = random_activations(&mut rng, rows * n_in);
             let mut want = vec![0f32; rows * n_out];
             matmul_on(Isa::Scalar, &x, rows, &w, &mut want, &mut MatmulScratch::default());
@@ -137,26 +134,32 @@ fn packed_kernels_match_scalar() {
         return;
     }
     let mut rng = ChaCha8Rng::seed_from_u64(3);
-    for ty in [GgmlType::Q4_K, GgmlType::Q6_K] {
+    for ty in [GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::Q8_0] {
         for (n_in, n_out) in [(256, 8), (3584, 16), (4096, 24)] {
             let data = random_weights(&mut rng, ty, n_in, n_out);
-            let packed = match ty {
-                GgmlType::Q4_K => dllm::cpu::repack::pack_q4_k(&data, n_in, n_out),
-                _ => dllm::cpu::repack::pack_q6_k(&data, n_in, n_out),
-            };
+            let packed = pack(ty, &data, n_in, n_out, |_| {});
             let x = random_activations(&mut rng, ROW_GROUP * n_in);
-            let mut a = vec![BlockQ8K::default(); ROW_GROUP * n_in / 256];
-            quantize_q8_k(&x, &mut a);
+            let (mut a8k, mut a8_0) =
+                (vec![BlockQ8K::default(); ROW_GROUP * n_in / 256], vec![BlockQ8_0::default(); ROW_GROUP * n_in / 32]);
+            quantize_q8_k(&x, &mut a8k);
+            quantize_q8_0(&x, &mut a8_0);
             let rb = data.len() / n_out;
             for rows in 1..=ROW_GROUP {
-                let acts: Vec<&[BlockQ8K]> = a.chunks(n_in / 256).take(rows).collect();
+                let acts8k: Vec<&[BlockQ8K]> = a8k.chunks(n_in / 256).take(rows).collect();
+                let acts8_0: Vec<&[BlockQ8_0]> = a8_0.chunks(n_in / 32).take(rows).collect();
                 for g in 0..n_out / 8 {
                     let mut got = vec![[0f32; 8]; rows];
-                    dllm::cpu::gemm_packed(Isa::Avx2, ty, packed.group(g), &acts, &mut got);
+                    match ty {
+                        GgmlType::Q8_0 => gemm_packed_q8_0(Isa::Avx2, packed.group(g), &acts8_0, &mut got),
+                        _ => gemm_packed(Isa::Avx2, ty, packed.group(g), &acts8k, &mut got),
+                    }
                     for c in 0..8 {
                         let col = &data[(8 * g + c) * rb..(8 * g + c + 1) * rb];
                         let mut want = vec![0f32; rows];
-                        dot_rows_q8k(Isa::Scalar, ty, col, &acts, &mut want);
+                        match ty {
+                            GgmlType::Q8_0 => dot_rows_q8_0(Isa::Scalar, col, &acts8_0, &mut want),
+                            _ => dot_rows_q8k(Isa::Scalar, ty, col, &acts8k, &mut want),
+                        }
                         for r in 0..rows {
                             let scale = abs_dot(ty, col, &x[r * n_in..(r + 1) * n_in]);
                             assert_close(

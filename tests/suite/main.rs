@@ -17,5 +17,6 @@ mod kernels;
 mod logits;
 mod sampler_options;
 mod session;
+mod snapshots;
 mod tokenizer;
 mod traces;

@@ -1,6 +1,7 @@
 //! Helpers shared by the integration tests: fixture paths and raw little-endian arrays.
 
 pub mod mock_hub;
+pub mod soft_render;
 
 pub fn data(path: &str) -> String {
     format!("{}/tests/data/{path}", env!("CARGO_MANIFEST_DIR"))
