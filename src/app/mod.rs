@@ -10,6 +10,8 @@ mod run_view;
 mod settings;
 
 use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
 
 use egui::RichText;
 use poll_promise::Promise;
@@ -44,7 +46,7 @@ pub fn window_title() -> String {
 pub struct DllmApp {
     pub settings: Settings,
     pub model_path: String,
-    loading: Option<(PathBuf, Promise<Result<Session, EngineError>>)>,
+    loading: Option<Loading>,
     pub session: Option<Session>,
     pub run: Option<RunView>,
     pub error: Option<String>,
@@ -55,6 +57,14 @@ pub struct DllmApp {
     /// not tokenize the prompt again every frame.
     prompt_len: Option<(String, bool, usize)>,
     pub measured: Measured,
+}
+
+/// A model loading on its own thread.
+struct Loading {
+    path: PathBuf,
+    session: Promise<Result<Session, EngineError>>,
+    /// Fraction of the weights prepared so far (f32 bits), written by the loading thread.
+    progress: Arc<AtomicU32>,
 }
 
 /// What the window reports of this process, measured when something finishes rather than
@@ -96,8 +106,12 @@ impl DllmApp {
         self.error = None;
         let options = LoadOptions { threads: self.settings.threads, device: self.settings.device };
         let p = path.clone();
-        let promise = Promise::spawn_thread("dllm-load", move || Session::load(&p, options));
-        self.loading = Some((path, promise));
+        let progress = Arc::new(AtomicU32::new(0));
+        let written = progress.clone();
+        let session = Promise::spawn_thread("dllm-load", move || {
+            Session::load_with_progress(&p, options, &|f| written.store(f.to_bits(), Ordering::Relaxed))
+        });
+        self.loading = Some(Loading { path, session, progress });
     }
 
     /// The hub endpoint and cache downloads use (the setting, else the environment).
@@ -171,8 +185,8 @@ impl DllmApp {
 
     /// Polls the loader and the engine; called at the start of every frame.
     fn poll(&mut self, ctx: &egui::Context) {
-        if let Some((path, promise)) = self.loading.take() {
-            match promise.try_take() {
+        if let Some(Loading { path, session, progress }) = self.loading.take() {
+            match session.try_take() {
                 Ok(Ok(session)) => {
                     self.measured =
                         Measured { load_ms: session.info().load_ms, peak_memory: crate::bench::peak_rss_bytes() };
@@ -182,8 +196,8 @@ impl DllmApp {
                     self.run = None;
                 }
                 Ok(Err(e)) => self.error = Some(e.to_string()),
-                Err(promise) => {
-                    self.loading = Some((path, promise));
+                Err(session) => {
+                    self.loading = Some(Loading { path, session, progress });
                     ctx.request_repaint_after(std::time::Duration::from_millis(50));
                 }
             }
@@ -256,9 +270,13 @@ impl DllmApp {
                     }
                 }
             });
-            if self.is_loading() {
-                ui.spinner();
-                ui.label("loading\u{2026}");
+            if let Some(loading) = &self.loading {
+                let prepared = f32::from_bits(loading.progress.load(Ordering::Relaxed));
+                ui.add(
+                    egui::ProgressBar::new(prepared)
+                        .desired_width(220.0)
+                        .text(format!("loading: weights {:.0}% ready", prepared * 100.0)),
+                );
             }
         });
     }

@@ -151,6 +151,15 @@ impl CudaModel {
     /// of every uploaded matrix are released; only the embedding table, read a row at a time for
     /// the canvas tokens, stays mapped.
     pub fn load(gguf: Arc<GgufFile>, gpu: &GpuInfo) -> Result<CudaModel, ModelError> {
+        Self::load_with_progress(gguf, gpu, &|_| {})
+    }
+
+    /// `load`, reporting the fraction of the layers uploaded so far to `progress`.
+    pub fn load_with_progress(
+        gguf: Arc<GgufFile>,
+        gpu: &GpuInfo,
+        progress: &dyn Fn(f32),
+    ) -> Result<CudaModel, ModelError> {
         let config = ModelConfig::from_gguf(&gguf)?;
         if ![32, 64, 128].contains(&config.head_dim) {
             return Err(CudaError::Unsupported(format!(
@@ -173,7 +182,8 @@ impl CudaModel {
             Ok(g)
         };
         let mut layers = Vec::with_capacity(config.n_layer);
-        for l in &weights.layers {
+        for (i, l) in weights.layers.iter().enumerate() {
+            progress(i as f32 / weights.layers.len() as f32);
             let optional = |b: &Option<Vec<f32>>| b.as_deref().map(vector).transpose();
             layers.push(GpuLayer {
                 attn_norm: vector(&l.attn_norm)?,

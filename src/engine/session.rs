@@ -134,12 +134,22 @@ pub struct Session {
 impl Session {
     /// Maps and checks the model and starts its worker thread.
     pub fn load(path: impl AsRef<Path>, options: LoadOptions) -> Result<Session, EngineError> {
+        Self::load_with_progress(path, options, &|_| {})
+    }
+
+    /// `load`, reporting to `progress` the fraction of the weights prepared for the device so
+    /// far (repacked for the CPU kernels or uploaded to the GPU: most of a load's time).
+    pub fn load_with_progress(
+        path: impl AsRef<Path>,
+        options: LoadOptions,
+        progress: &dyn Fn(f32),
+    ) -> Result<Session, EngineError> {
         let start = Instant::now();
         let gguf = Arc::new(GgufFile::open(path.as_ref()).map_err(|e| EngineError::Load(e.to_string()))?);
         // The tokenizer builds while the weights are checked and repacked.
         let (tokenizer, model) = std::thread::scope(|s| {
             let tokenizer = s.spawn(|| Tokenizer::from_gguf(&gguf));
-            let model = load_model(&gguf, options.device);
+            let model = load_model(&gguf, options.device, progress);
             (tokenizer.join(), model)
         });
         let tokenizer = Arc::new(tokenizer.map_err(|_| EngineError::Internal("tokenizer thread panicked".into()))??);
@@ -258,13 +268,14 @@ impl Drop for Session {
 /// The model on the device the request resolves to, with the reason for the choice.
 type Loaded = (Box<dyn Forward>, String, Option<GpuInfo>);
 
-fn load_model(gguf: &Arc<GgufFile>, request: DeviceRequest) -> Result<Loaded, ModelError> {
+fn load_model(gguf: &Arc<GgufFile>, request: DeviceRequest, progress: &dyn Fn(f32)) -> Result<Loaded, ModelError> {
     let needed = if request == DeviceRequest::Cpu { 0 } else { CudaModel::bytes_needed(gguf)? };
     let choice = choose(request, needed, probe())?;
     Ok(match choice.device {
-        Device::Cpu => (Box::new(CpuModel::load(gguf.clone())?), choice.reason, None),
+        Device::Cpu => (Box::new(CpuModel::load_with_progress(gguf.clone(), progress)?), choice.reason, None),
         Device::Cuda(gpu) => {
-            (Box::new(CudaModel::load(gguf.clone(), &gpu)?), format!("CUDA: {}", choice.reason), Some(gpu))
+            let model = CudaModel::load_with_progress(gguf.clone(), &gpu, progress)?;
+            (Box::new(model), format!("CUDA: {}", choice.reason), Some(gpu))
         }
     })
 }

@@ -45,11 +45,17 @@ pub struct CpuModel {
 
 impl CpuModel {
     pub fn load(gguf: Arc<GgufFile>) -> Result<CpuModel, ModelError> {
+        Self::load_with_progress(gguf, &|_| {})
+    }
+
+    /// `load`, reporting the fraction of the weights prepared (repacked) so far to `progress`.
+    pub fn load_with_progress(gguf: Arc<GgufFile>, progress: &dyn Fn(f32)) -> Result<CpuModel, ModelError> {
         let config = ModelConfig::from_gguf(&gguf)?;
         let mut weights = Weights::locate(&gguf, &config)?;
         if active_isa() == Isa::Avx2 {
-            pack_for_kernels(&gguf, &mut weights);
+            pack_for_kernels(&gguf, &mut weights, progress);
         }
+        progress(1.0);
         Ok(CpuModel { gguf, config, weights, scratch: Scratch::default(), cache: KvCache::default() })
     }
 
@@ -78,10 +84,13 @@ impl CpuModel {
 /// Copies every Q4_K, Q5_K, Q6_K and Q8_0 product matrix into the interleaved layout of the AVX2 kernels
 /// and lets the OS drop the mapped pages it came from (the embedding table, read row by row,
 /// stays).
-fn pack_for_kernels(gguf: &GgufFile, weights: &mut Weights) {
+fn pack_for_kernels(gguf: &GgufFile, weights: &mut Weights, progress: &dyn Fn(f32)) {
     let embd_offset = weights.token_embd.offset;
+    let packs = |m: &MatrixRef| has_layout(m.ty) && m.n_out >= COLS;
+    let total: usize = weights.products_mut().filter(|m| packs(m)).map(|m| m.n_bytes).sum();
+    let mut done = 0;
     for m in weights.products_mut() {
-        if !has_layout(m.ty) || m.n_out < COLS {
+        if !packs(m) {
             continue;
         }
         let row_bytes = (m.n_bytes / m.n_out) as u64;
@@ -91,6 +100,8 @@ fn pack_for_kernels(gguf: &GgufFile, weights: &mut Weights) {
             if !shared_with_embedding {
                 gguf.release(offset + rows.start as u64 * row_bytes, rows.len() as u64 * row_bytes);
             }
+            done += rows.len() * row_bytes as usize;
+            progress(done as f32 / total as f32);
         });
         m.packed = Some(Arc::new(packed));
     }

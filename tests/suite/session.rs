@@ -149,3 +149,19 @@ fn an_unusable_optional_hyperparameter_is_an_error_not_a_default() {
     let err = dllm::model::ModelConfig::from_gguf(&gguf).unwrap_err().to_string();
     assert!(err.contains("head_count_kv") && err.contains("patched.gguf"), "{err}");
 }
+
+/// Loading reports the weights' preparation: fractions that only grow, in (0, 1], ending at 1.
+/// On AVX2 the K-quant matrices are repacked one by one, so a Q4_K_M file reports steps between.
+#[test]
+fn load_reports_progress_up_to_one() {
+    let seen = std::sync::Mutex::new(Vec::new());
+    let options = LoadOptions { device: dllm::cuda::DeviceRequest::Cpu, ..Default::default() };
+    Session::load_with_progress(data("models/llada-tiny-Q4_K_M.gguf"), options, &|f| seen.lock().unwrap().push(f))
+        .unwrap();
+    let seen = seen.into_inner().unwrap();
+    assert_eq!(seen.last(), Some(&1.0));
+    assert!(seen.windows(2).all(|w| w[0] <= w[1]) && seen.iter().all(|&f| f > 0.0 && f <= 1.0), "{seen:?}");
+    if dllm::cpu::Isa::Avx2.is_available() {
+        assert!(seen.iter().filter(|&&f| f < 1.0).count() >= 4, "{seen:?}");
+    }
+}
