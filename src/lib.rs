@@ -7,6 +7,7 @@ pub mod cpu;
 pub mod cuda;
 pub mod demo;
 pub mod engine;
+pub mod export;
 pub mod gguf;
 pub mod hub;
 pub mod model;

@@ -7,16 +7,6 @@ use egui::{Color32, Stroke};
 use super::run_view::RunView;
 use crate::tokenizer::Tokenizer;
 
-/// Text shown in a cell: the token's text with line breaks and tabs made visible.
-pub fn cell_text(tokenizer: &Tokenizer, id: u32, mask: u32) -> String {
-    if id == mask {
-        return "\u{2591}\u{2591}".into();
-    }
-    let piece = tokenizer.piece(id);
-    let shown = piece.replace('\n', "\u{21b5}").replace('\t', "\u{21e5}");
-    if shown.is_empty() { format!("[{id}]") } else { shown }
-}
-
 /// Colour of a commit made at `step` of `total` steps: early commits blue, late ones orange.
 fn step_color(step: usize, total: usize) -> Color32 {
     let t = if total <= 1 { 0.0 } else { step as f32 / (total - 1) as f32 };
@@ -36,7 +26,7 @@ pub fn show(ui: &mut egui::Ui, run: &RunView, tokenizer: &Tokenizer, shown_step:
     ui.horizontal_wrapped(|ui| {
         ui.spacing_mut().item_spacing = egui::vec2(2.0, 3.0);
         for (pos, &id) in canvas.iter().enumerate() {
-            let text = cell_text(tokenizer, id, run.mask);
+            let text = tokenizer.cell_text(id, run.mask);
             let commit = run.committed_by(pos, shown_step);
             let (fill, fg) = if pos < run.prompt_len {
                 (Color32::from_gray(55), Color32::from_gray(200))

@@ -21,6 +21,7 @@ pub use run_view::RunView;
 pub use settings::Settings;
 
 use crate::engine::{EngineError, LoadOptions, Prompt, Session};
+use crate::export::{RunRecord, html_page};
 use crate::model::Family;
 use crate::sampler::{DreamAlg, Remasking};
 
@@ -57,6 +58,8 @@ pub struct DllmApp {
     /// not tokenize the prompt again every frame.
     prompt_len: Option<(String, bool, usize)>,
     pub measured: Measured,
+    /// Where the last replay page went (or why it did not).
+    pub replay_saved: Option<String>,
 }
 
 /// A model loading on its own thread.
@@ -94,6 +97,7 @@ impl DllmApp {
             download: DownloadPanel::default(),
             prompt_len: None,
             measured: Measured::default(),
+            replay_saved: None,
         };
         if let Some(path) = model {
             app.load(path);
@@ -155,6 +159,7 @@ impl DllmApp {
     }
 
     pub fn generate(&mut self) {
+        self.replay_saved = None;
         let Some(session) = &self.session else { return };
         let params = self.settings.params(session.info()).clone();
         let started = session.prompt_ids(&self.prompt()).and_then(|ids| {
@@ -415,6 +420,7 @@ impl DllmApp {
             ui.colored_label(egui::Color32::from_rgb(240, 90, 90), format!("Error: {error}"));
         }
         let (Some(run), Some(session)) = (&self.run, &self.session) else { return };
+        let mut saved = None;
         ui.separator();
         canvas::legend(ui, self.settings.color_by_confidence, run.total_steps);
         egui::ScrollArea::vertical().max_height(330.0).auto_shrink([false, true]).show(ui, |ui| {
@@ -440,6 +446,19 @@ impl DllmApp {
                 if ui.button("Copy").clicked() {
                     ui.ctx().copy_text(f.text.clone());
                 }
+                if ui
+                    .button("Save as HTML")
+                    .on_hover_text(format!(
+                        "A self-contained page that replays this run step by step, saved in {}",
+                        self.settings.export_dir().display()
+                    ))
+                    .clicked()
+                {
+                    saved = Some(self.save_replay(run, session));
+                }
+                if let Some(message) = &self.replay_saved {
+                    ui.label(message);
+                }
             });
             ui.label(&f.text);
         }
@@ -456,12 +475,34 @@ impl DllmApp {
         );
         ui.label(summary);
         chart::show(ui, run);
+        if saved.is_some() {
+            self.replay_saved = saved;
+        }
+    }
+
+    /// Writes the run as an HTML replay page into the export folder; says where, or what failed.
+    fn save_replay(&self, run: &RunView, session: &Session) -> String {
+        let dir = self.settings.export_dir();
+        let stamp = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+        let path = dir.join(format!("dllm-run-{stamp}.html"));
+        let record = RunRecord {
+            title: &self.settings.prompt,
+            prompt_len: run.prompt_len,
+            mask: run.mask,
+            initial: &run.initial,
+            steps: &run.steps,
+        };
+        let page = html_page(session.tokenizer(), &record);
+        match std::fs::create_dir_all(&dir).and_then(|()| std::fs::write(&path, page)) {
+            Ok(()) => format!("saved {}", path.display()),
+            Err(e) => format!("could not save {}: {e}", path.display()),
+        }
     }
 
     /// The texts the canvas shows for the step on display: what the grid paints.
     pub fn canvas_cells(&self) -> Vec<String> {
         let (Some(run), Some(session)) = (&self.run, &self.session) else { return Vec::new() };
-        run.canvas_at(self.replay_step).iter().map(|&id| canvas::cell_text(session.tokenizer(), id, run.mask)).collect()
+        run.canvas_at(self.replay_step).iter().map(|&id| session.tokenizer().cell_text(id, run.mask)).collect()
     }
 }
 

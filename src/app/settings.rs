@@ -31,6 +31,8 @@ pub struct Settings {
     pub hf_endpoint: Option<String>,
     /// Where downloads go; None: the standard Hugging Face cache (`HF_HOME`).
     pub hf_cache: Option<PathBuf>,
+    /// Where "Save as HTML" writes replay pages; None: `dllm-runs` in the home folder.
+    pub export_dir: Option<PathBuf>,
 }
 
 impl Default for Settings {
@@ -58,11 +60,19 @@ impl Default for Settings {
             prompt: "Tell me a story about a cat.".into(),
             hf_endpoint: None,
             hf_cache: None,
+            export_dir: None,
         }
     }
 }
 
 impl Settings {
+    /// The folder replay pages are saved in.
+    pub fn export_dir(&self) -> PathBuf {
+        self.export_dir.clone().unwrap_or_else(|| {
+            std::env::var_os("HOME").map_or_else(std::env::temp_dir, PathBuf::from).join("dllm-runs")
+        })
+    }
+
     /// The settings for this model: the demo model's, else its family's.
     pub fn params(&self, model: &ModelInfo) -> &GenerateParams {
         match (is_demo(model), model.config.family) {

@@ -4,6 +4,7 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use dllm::engine::{LoadOptions, Prompt, Session, StepEvent};
+use dllm::export::{RunRecord, html_page};
 use dllm::model::Family;
 use dllm::sampler::{DreamAlg, GenerateParams, KvCacheMode, Remasking};
 
@@ -86,6 +87,9 @@ pub struct Args {
     /// Write one JSON line per step, then a final line, to FILE
     #[arg(long)]
     trace: Option<PathBuf>,
+    /// Write the run as a self-contained HTML page that replays it step by step, to FILE
+    #[arg(long)]
+    html: Option<PathBuf>,
 }
 
 impl Args {
@@ -188,9 +192,14 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let tk = session.tokenizer();
     let mask = info.special.mask;
     let prompt_len = prompt.len();
+    let initial: Vec<u32> = prompt.iter().copied().chain(std::iter::repeat_n(mask, params.gen_length)).collect();
+    let mut steps = Vec::new();
     let generation = session.generate(prompt, params)?;
     let mut trace_error = None;
     let finished = generation.wait(|step: &StepEvent| {
+        if args.html.is_some() {
+            steps.push(step.clone());
+        }
         if let Some(w) = trace.as_mut() {
             let line = serde_json::json!({
                 "step": step.index,
@@ -225,6 +234,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     if let Some(e) = trace_error {
         anyhow::bail!("writing the trace failed: {e}");
+    }
+    if let Some(path) = &args.html {
+        let title = args.prompt.as_deref().unwrap_or("dllm run");
+        let record = RunRecord { title, prompt_len, mask, initial: &initial, steps: &steps };
+        std::fs::write(path, html_page(tk, &record))
+            .map_err(|e| anyhow::anyhow!("cannot write the HTML page {}: {e}", path.display()))?;
+        eprintln!("[replay page written to {}]", path.display());
     }
     println!("{}", finished.text);
     let g = &finished.generated;

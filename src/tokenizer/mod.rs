@@ -241,6 +241,16 @@ impl Tokenizer {
         String::from_utf8_lossy(self.piece_bytes(id)).into_owned()
     }
 
+    /// What a canvas cell shows for a token: the mask as a shaded block, line breaks and tabs
+    /// made visible, and `[id]` for a token with no text.
+    pub fn cell_text(&self, id: u32, mask: u32) -> String {
+        if id == mask {
+            return "\u{2591}\u{2591}".into();
+        }
+        let shown = self.piece(id).replace('\n', "\u{21b5}").replace('\t', "\u{21e5}");
+        if shown.is_empty() { format!("[{id}]") } else { shown }
+    }
+
     pub fn token_type(&self, id: u32) -> Option<TokenType> {
         self.types.get(id as usize).copied()
     }

@@ -81,6 +81,17 @@ fn generate_shows_the_engines_answer_on_the_grid() {
     assert_eq!(run.steps.len(), 16, "one chart point per step");
     assert!(h.query_by_label_contains("16 steps").is_some(), "summary line");
     assert!(h.query_by_label(&expected.text).is_some() || expected.text.trim().is_empty(), "answer shown");
+
+    // The run saved as an HTML replay page (tests/suite/export.rs checks its content).
+    let exports = std::env::temp_dir().join(format!("dllm-app-export-{}", std::process::id()));
+    h.state_mut().settings.export_dir = Some(exports.clone());
+    h.get_by_label("Save as HTML").click();
+    h.run_steps(2);
+    let saved: Vec<std::path::PathBuf> = std::fs::read_dir(&exports).unwrap().map(|e| e.unwrap().path()).collect();
+    assert_eq!(saved.len(), 1);
+    assert!(std::fs::read_to_string(&saved[0]).unwrap().contains("<title>Tell me about the sea</title>"));
+    assert!(h.query_by_label_contains(&saved[0].display().to_string()).is_some(), "the window says where");
+    std::fs::remove_dir_all(&exports).ok();
 }
 
 #[test]

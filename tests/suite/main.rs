@@ -10,6 +10,7 @@ mod cli;
 mod cuda;
 mod demo_model;
 mod dequant;
+mod export;
 mod fast_traces;
 mod gguf_corrupt;
 mod hub;
