@@ -1,13 +1,18 @@
 //! CPU kernels: run-time dispatch to SIMD implementations of the quantized dot products,
-//! each checked against the scalar reference in `quant::vec_dot`.
+//! each checked against the scalar reference in `quant::vec_dot`, and of the f32 vector
+//! operations (`vec_f32`).
 
 #[cfg(target_arch = "x86_64")]
 mod avx2;
+#[cfg(target_arch = "x86_64")]
+mod avx2_f32;
 mod features;
 mod peak;
 mod qgemm;
 pub mod repack;
+mod vec_f32;
 
 pub use features::{Isa, active_isa, cpu_flags};
 pub use peak::int8_peak;
 pub use qgemm::{ROW_GROUP, dot_rows_q8_0, dot_rows_q8k, gemm_packed, gemm_packed_q8_0};
+pub use vec_f32::{Rows, dot_f32, dot_rows_f32, weighted_rows_f32};

@@ -3,6 +3,7 @@
 use rayon::prelude::*;
 
 use super::matmul::grow;
+use crate::cpu::{Rows, active_isa, dot_rows_f32, weighted_rows_f32};
 
 /// Shapes of one attention call.
 #[derive(Clone, Copy)]
@@ -32,6 +33,7 @@ pub fn attention(q: &[f32], k: &[f32], v: &[f32], s: AttentionShape, out: &mut [
     let group = n_head / n_head_kv;
     let (q_stride, kv_stride) = (n_head * hd, n_head_kv * hd);
     let scale = 1.0 / (hd as f32).sqrt();
+    let isa = active_isa();
     grow(&mut scratch.scores, n_head * n_keys);
     grow(&mut scratch.out_h, n_head * n_rows * hd);
     scratch.scores[..n_head * n_keys]
@@ -40,12 +42,14 @@ pub fn attention(q: &[f32], k: &[f32], v: &[f32], s: AttentionShape, out: &mut [
         .enumerate()
         .for_each(|(h, (scores, out_h))| {
             let kvh = h / group;
+            // Head kvh of every key and value row.
+            let head_rows = |data| Rows { data, stride: kv_stride, offset: kvh * hd, width: hd, count: n_keys };
             for i in 0..n_rows {
                 let qi = &q[i * q_stride + h * hd..i * q_stride + (h + 1) * hd];
+                dot_rows_f32(isa, qi, head_rows(k), scores);
                 let mut max = f32::NEG_INFINITY;
-                for (j, sc) in scores.iter_mut().enumerate() {
-                    let kj = &k[j * kv_stride + kvh * hd..j * kv_stride + (kvh + 1) * hd];
-                    *sc = super::matmul::dot(qi, kj) * scale;
+                for sc in scores.iter_mut() {
+                    *sc *= scale;
                     max = max.max(*sc);
                 }
                 let mut sum = 0.0;
@@ -53,15 +57,12 @@ pub fn attention(q: &[f32], k: &[f32], v: &[f32], s: AttentionShape, out: &mut [
                     *sc = (*sc - max).exp();
                     sum += *sc;
                 }
+                for sc in scores.iter_mut() {
+                    *sc /= sum;
+                }
                 let oi = &mut out_h[i * hd..(i + 1) * hd];
                 oi.fill(0.0);
-                for (j, sc) in scores.iter().enumerate() {
-                    let p = sc / sum;
-                    let vj = &v[j * kv_stride + kvh * hd..j * kv_stride + (kvh + 1) * hd];
-                    for (o, x) in oi.iter_mut().zip(vj) {
-                        *o += p * x;
-                    }
-                }
+                weighted_rows_f32(isa, scores, head_rows(v), oi);
             }
         });
     for h in 0..n_head {

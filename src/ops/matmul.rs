@@ -10,7 +10,7 @@ use std::sync::Mutex;
 use rayon::prelude::*;
 
 use crate::cpu::repack::{COLS, Packed};
-use crate::cpu::{Isa, ROW_GROUP, active_isa, dot_rows_q8_0, dot_rows_q8k, gemm_packed, gemm_packed_q8_0};
+use crate::cpu::{Isa, ROW_GROUP, active_isa, dot_f32, dot_rows_q8_0, dot_rows_q8k, gemm_packed, gemm_packed_q8_0};
 use crate::quant::q8::{BlockQ8_0, BlockQ8K, quantize_q8_0, quantize_q8_k};
 use crate::quant::{DequantError, GgmlType, dequantize};
 
@@ -103,13 +103,21 @@ pub fn matmul_on(isa: Isa, x: &[f32], n_rows: usize, w: &Matrix, out: &mut [f32]
             let dot = move |wr: &[u8], a: &[&[BlockQ8_0]], o: &mut [f32]| dot_rows_q8_0(isa, wr, a, o);
             integer_products(w, first_col, n_rows, acts, nb, dot, &mut scratch.out_t);
         }
-        _ => dequantized_products(x, n_rows, w, scratch),
+        _ => dequantized_products(isa, x, n_rows, w, scratch),
     }
-    for o in 0..n_out {
-        for r in 0..n_rows {
-            out[r * n_out + o] = scratch.out_t[o * n_rows + r];
+    // Back to row-major, a block of rows per task: each output feature's values for the block
+    // are one cache line of `out_t`, and the block's rows stay in L2 while they are written.
+    const BLOCK: usize = 16;
+    let out_t = &scratch.out_t;
+    out[..n_rows * n_out].par_chunks_mut(BLOCK * n_out).enumerate().for_each(|(b, rows)| {
+        let first = b * BLOCK;
+        let n = rows.len() / n_out;
+        for o in 0..n_out {
+            for (i, v) in out_t[o * n_rows + first..][..n].iter().enumerate() {
+                rows[i * n_out + o] = *v;
+            }
         }
-    }
+    });
 }
 
 /// `out_t[o][r] = dot(w[o], acts[r])` for the interleaved groups of a packed matrix, through
@@ -175,7 +183,7 @@ fn integer_products<A: Sync>(
 }
 
 /// `out_t[o][r] = dot(w[o], x[r])` in f32 over weight rows dequantized a tile at a time.
-fn dequantized_products(x: &[f32], n_rows: usize, w: &Matrix, scratch: &mut MatmulScratch) {
+fn dequantized_products(isa: Isa, x: &[f32], n_rows: usize, w: &Matrix, scratch: &mut MatmulScratch) {
     let (n_in, n_out) = (w.n_in, w.n_out);
     let threads = rayon::current_num_threads();
     if scratch.tiles.len() < threads {
@@ -195,23 +203,10 @@ fn dequantized_products(x: &[f32], n_rows: usize, w: &Matrix, scratch: &mut Matm
         for r in 0..n_rows {
             let xr = &x[r * n_in..(r + 1) * n_in];
             for j in 0..n {
-                out_t[j * n_rows + r] = dot(xr, &tile[j * n_in..(j + 1) * n_in]);
+                out_t[j * n_rows + r] = dot_f32(isa, xr, &tile[j * n_in..(j + 1) * n_in]);
             }
         }
     });
-}
-
-/// Dot product with eight independent partial sums (vectorizable, and a fixed summation order).
-pub fn dot(a: &[f32], b: &[f32]) -> f32 {
-    let mut acc = [0f32; 8];
-    let (ca, cb) = (a.chunks_exact(8), b.chunks_exact(8));
-    let tail: f32 = ca.remainder().iter().zip(cb.remainder()).map(|(x, y)| x * y).sum();
-    for (x, y) in ca.zip(cb) {
-        for k in 0..8 {
-            acc[k] += x[k] * y[k];
-        }
-    }
-    acc.iter().sum::<f32>() + tail
 }
 
 /// Grows `v` to at least `n` elements (never shrinks, so steady state allocates nothing).

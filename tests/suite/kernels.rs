@@ -3,7 +3,10 @@
 //! widths of the real models (LLaDA 4096 / 12288, Dream 3584 / 18944).
 
 use dllm::cpu::repack::{has_layout, pack};
-use dllm::cpu::{Isa, ROW_GROUP, dot_rows_q8_0, dot_rows_q8k, gemm_packed, gemm_packed_q8_0};
+use dllm::cpu::{
+    Isa, ROW_GROUP, Rows, dot_f32, dot_rows_f32, dot_rows_q8_0, dot_rows_q8k, gemm_packed, gemm_packed_q8_0,
+    weighted_rows_f32,
+};
 use dllm::ops::matmul::{MatmulScratch, Matrix, matmul_on};
 use dllm::quant::blocks::{q4_k, q5_k, q6_k, q8_0};
 use dllm::quant::q8::{BlockQ8_0, BlockQ8K, quantize_q8_0, quantize_q8_k};
@@ -171,6 +174,45 @@ fn packed_kernels_match_scalar() {
                         }
                     }
                 }
+            }
+        }
+    }
+}
+
+/// The f32 kernels of attention on every path against the scalar forms: dot products, and
+/// the scores against strided rows and the weighted sum of rows, for widths around the vector
+/// width (1..33), head sizes (64, 128) and odd long rows.
+#[test]
+fn f32_vector_kernels_match_scalar() {
+    let mut rng = ChaCha8Rng::seed_from_u64(4);
+    let widths: Vec<usize> = (1..=33).chain([64, 100, 128, 4099]).collect();
+    let mut random = |n: usize| -> Vec<f32> { (0..n).map(|_| rng.random_range(-2.0f32..2.0)).collect() };
+    for isa in Isa::available() {
+        for &n in &widths {
+            let (a, b) = (random(n), random(n));
+            let scale: f32 = a.iter().zip(&b).map(|(x, y)| (x * y).abs()).sum();
+            assert_close(dot_f32(isa, &a, &b), dot_f32(Isa::Scalar, &a, &b), scale, &format!("{isa:?} dot n {n}"));
+
+            // 7 rows of width n inside a wider matrix (stride 2n + 3, starting at column n).
+            let (count, stride) = (7, 2 * n + 3);
+            let matrix = random((count - 1) * stride + 2 * n);
+            let rows = Rows { data: &matrix, stride, offset: n, width: n, count };
+            let (mut want, mut got) = (vec![0f32; count], vec![0f32; count]);
+            dot_rows_f32(Isa::Scalar, &a, rows, &mut want);
+            dot_rows_f32(isa, &a, rows, &mut got);
+            for j in 0..count {
+                let row = &matrix[j * stride + n..][..n];
+                let scale: f32 = a.iter().zip(row).map(|(x, y)| (x * y).abs()).sum();
+                assert_close(got[j], want[j], scale, &format!("{isa:?} dot_rows n {n} row {j}"));
+            }
+            let weights = random(count);
+            let (mut want, mut got) = (b.clone(), b.clone());
+            weighted_rows_f32(Isa::Scalar, &weights, rows, &mut want);
+            weighted_rows_f32(isa, &weights, rows, &mut got);
+            for c in 0..n {
+                let scale: f32 =
+                    b[c].abs() + (0..count).map(|j| (weights[j] * matrix[j * stride + n + c]).abs()).sum::<f32>();
+                assert_close(got[c], want[c], scale, &format!("{isa:?} weighted_rows n {n} column {c}"));
             }
         }
     }

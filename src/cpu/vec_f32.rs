@@ -1,0 +1,86 @@
+//! f32 vector kernels of attention and of the f32/f16 weight products: a dot product and
+//! `y += alpha * x`, on the chosen instruction set. The scalar forms here are the reference the
+//! SIMD ones are tested against.
+
+use super::Isa;
+
+/// `sum a[i] * b[i]`.
+pub fn dot_f32(isa: Isa, a: &[f32], b: &[f32]) -> f32 {
+    assert_eq!(a.len(), b.len(), "dot of unequal lengths");
+    match isa {
+        // SAFETY: the path is only chosen where the CPU has AVX2 and FMA; the lengths match.
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx2 if isa.is_available() => unsafe { super::avx2_f32::dot(a, b) },
+        _ => dot_scalar(a, b),
+    }
+}
+
+/// Rows of a strided matrix: row j is `data[j * stride + offset..][..width]`.
+#[derive(Clone, Copy)]
+pub struct Rows<'a> {
+    pub data: &'a [f32],
+    pub stride: usize,
+    pub offset: usize,
+    pub width: usize,
+    pub count: usize,
+}
+
+impl Rows<'_> {
+    fn check(&self) {
+        assert!(
+            self.count == 0 || (self.count - 1) * self.stride + self.offset + self.width <= self.data.len(),
+            "rows past the end of their matrix"
+        );
+    }
+
+    fn row(&self, j: usize) -> &[f32] {
+        &self.data[j * self.stride + self.offset..][..self.width]
+    }
+}
+
+/// `out[j] = dot(q, rows[j])` for every row (attention's scores).
+pub fn dot_rows_f32(isa: Isa, q: &[f32], rows: Rows, out: &mut [f32]) {
+    rows.check();
+    assert!(q.len() == rows.width && out.len() == rows.count, "dot_rows: mismatched shapes");
+    match isa {
+        // SAFETY: as for `dot_f32`; the rows were checked to lie inside their matrix.
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx2 if isa.is_available() => unsafe { super::avx2_f32::dot_rows(q, rows, out) },
+        _ => {
+            for (j, o) in out.iter_mut().enumerate() {
+                *o = dot_scalar(q, rows.row(j));
+            }
+        }
+    }
+}
+
+/// `out += sum_j weights[j] * rows[j]` (attention's weighted sum of values).
+pub fn weighted_rows_f32(isa: Isa, weights: &[f32], rows: Rows, out: &mut [f32]) {
+    rows.check();
+    assert!(weights.len() == rows.count && out.len() == rows.width, "weighted_rows: mismatched shapes");
+    match isa {
+        // SAFETY: as for `dot_rows_f32`.
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx2 if isa.is_available() => unsafe { super::avx2_f32::weighted_rows(weights, rows, out) },
+        _ => {
+            for (j, &w) in weights.iter().enumerate() {
+                for (o, x) in out.iter_mut().zip(rows.row(j)) {
+                    *o += w * x;
+                }
+            }
+        }
+    }
+}
+
+/// Eight independent partial sums (vectorizable, and a fixed summation order).
+fn dot_scalar(a: &[f32], b: &[f32]) -> f32 {
+    let mut acc = [0f32; 8];
+    let (ca, cb) = (a.chunks_exact(8), b.chunks_exact(8));
+    let tail: f32 = ca.remainder().iter().zip(cb.remainder()).map(|(x, y)| x * y).sum();
+    for (x, y) in ca.zip(cb) {
+        for k in 0..8 {
+            acc[k] += x[k] * y[k];
+        }
+    }
+    acc.iter().sum::<f32>() + tail
+}
