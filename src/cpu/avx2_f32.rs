@@ -38,11 +38,8 @@ pub unsafe fn dot(a: &[f32], b: &[f32]) -> f32 {
 #[target_feature(enable = "avx2,fma")]
 pub unsafe fn dot_rows(q: &[f32], rows: Rows, out: &mut [f32]) {
     for (j, o) in out.iter_mut().enumerate() {
-        // SAFETY: row j is inside the matrix and as long as q (the caller's checks).
-        unsafe {
-            let row = std::slice::from_raw_parts(rows.data.as_ptr().add(j * rows.stride + rows.offset), rows.width);
-            *o = dot(q, row);
-        }
+        // SAFETY: row j is as long as q (the caller's checks).
+        *o = unsafe { dot(q, rows.row(j)) };
     }
 }
 

@@ -33,7 +33,7 @@ impl Rows<'_> {
         );
     }
 
-    fn row(&self, j: usize) -> &[f32] {
+    pub(super) fn row(&self, j: usize) -> &[f32] {
         &self.data[j * self.stride + self.offset..][..self.width]
     }
 }
