@@ -189,6 +189,14 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         )),
         None => None,
     };
+    // Created now, so that an unwritable path fails before the run rather than after it.
+    let mut html = match &args.html {
+        Some(path) => Some(
+            std::fs::File::create(path)
+                .map_err(|e| anyhow::anyhow!("cannot write the HTML page {}: {e}", path.display()))?,
+        ),
+        None => None,
+    };
     let tk = session.tokenizer();
     let mask = info.special.mask;
     let prompt_len = prompt.len();
@@ -235,10 +243,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if let Some(e) = trace_error {
         anyhow::bail!("writing the trace failed: {e}");
     }
-    if let Some(path) = &args.html {
+    if let (Some(file), Some(path)) = (html.as_mut(), &args.html) {
         let title = args.prompt.as_deref().unwrap_or("dllm run");
         let record = RunRecord { title, prompt_len, mask, initial: &initial, steps: &steps };
-        std::fs::write(path, html_page(tk, &record))
+        file.write_all(html_page(tk, &record).as_bytes())
             .map_err(|e| anyhow::anyhow!("cannot write the HTML page {}: {e}", path.display()))?;
         eprintln!("[replay page written to {}]", path.display());
     }

@@ -125,3 +125,16 @@ fn run_writes_the_page_with_html() {
     assert!(replay(&data).last().unwrap().iter().all(|c| c != "\u{2591}\u{2591}"), "no mask left after the last step");
     assert!(page.contains("<title>Hello</title>"));
 }
+
+#[test]
+fn an_unwritable_page_path_fails_before_the_run() {
+    let out = Command::new(env!("CARGO_BIN_EXE_dllm"))
+        .args(["run", "-m", &data("models/llada-tiny-Q8_0.gguf"), "--gen", "16", "--steps", "8"])
+        .args(["--html", "/nonexistent-dir/page.html", "Hello"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(err.contains("cannot write the HTML page /nonexistent-dir/page.html"), "{err}");
+    assert!(out.stdout.is_empty(), "no answer printed: the run never started");
+}
