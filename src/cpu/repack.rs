@@ -29,7 +29,7 @@ use std::ops::Range;
 use rayon::prelude::*;
 
 use crate::quant::GgmlType;
-use crate::quant::blocks::{QK, QK_K, f16_at, q4_k, q5_k, q6_k, q8_0, scale_min_k4};
+use crate::quant::blocks::{QK, f16_at, q4_k, q5_k, q6_k, q8_0, scale_min_k4};
 
 /// Columns interleaved in one group.
 pub const COLS: usize = 8;
@@ -236,29 +236,23 @@ fn pack_group_q6_k(src: &[u8], nb: usize, row_bytes: usize, dst: &mut [u8]) {
                 dst[l::SCALES + 8 * s + c] = sc;
                 dst[l::SCALE_PAIRS + 16 * (s / 2) + 2 * c + s % 2] = sc;
             }
-            // The 256 values (0..63) in order, as `quant::dequantize` reads them.
-            let mut q = [0u8; QK_K];
-            for n in 0..2 {
-                let ql = &blk[q6_k::QL + 64 * n..][..64];
-                let qh = &blk[q6_k::QH + 32 * n..][..32];
-                for l in 0..32 {
-                    q[128 * n + l] = (ql[l] & 0xF) | ((qh[l] & 3) << 4);
-                    q[128 * n + l + 32] = (ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4);
-                    q[128 * n + l + 64] = (ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4);
-                    q[128 * n + l + 96] = (ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4);
-                }
-            }
             // Chunk k holds values 8k..8k+8: weight 8k+i in the low and 8k+4+i in the high
-            // half of byte 4c+i; the high bits of chunks 2m and 2m+1 share one vector.
-            let hi2 = |v: u8, w: u8| (v >> 4) | ((w >> 4) << 2);
+            // half of byte 4c+i; the high bits of chunks 2m and 2m+1 share one vector. Values
+            // 16m..16m+16 lie in one run of 32 that the file stores as one nibble half of `ql`
+            // and one bit pair of `qh` (as `quant::dequantize` reads them), so four of them at
+            // a time are a 32-bit word of each, masked and shifted.
+            let word = |off: usize| u32::from_le_bytes(blk[off..off + 4].try_into().expect("4 bytes"));
             for m in 0..16 {
-                for i in 0..4 {
-                    let (k0, k1) = (16 * m + i, 16 * m + 8 + i);
-                    let (a0, a1, b0, b1) = (q[k0], q[k0 + 4], q[k1], q[k1 + 4]);
-                    dst[l::LO + 64 * m + 4 * c + i] = (a0 & 0xF) | ((a1 & 0xF) << 4);
-                    dst[l::LO + 64 * m + 32 + 4 * c + i] = (b0 & 0xF) | ((b1 & 0xF) << 4);
-                    dst[l::HI + 32 * m + 4 * c + i] = hi2(a0, a1) | (hi2(b0, b1) << 4);
-                }
+                let (n, part, l0) = (m / 8, (m % 8) / 2, 16 * (m % 2));
+                let low = |o: usize| {
+                    let w = word(q6_k::QL + 64 * n + 32 * (part & 1) + l0 + o);
+                    (if part >= 2 { w >> 4 } else { w }) & 0x0F0F_0F0F
+                };
+                let high = |o: usize| (word(q6_k::QH + 32 * n + l0 + o) >> (2 * part)) & 0x0303_0303;
+                let put = |dst: &mut [u8], at: usize, v: u32| dst[at..at + 4].copy_from_slice(&v.to_le_bytes());
+                put(dst, l::LO + 64 * m + 4 * c, low(0) | (low(4) << 4));
+                put(dst, l::LO + 64 * m + 32 + 4 * c, low(8) | (low(12) << 4));
+                put(dst, l::HI + 32 * m + 4 * c, high(0) | (high(4) << 2) | (high(8) << 4) | (high(12) << 6));
             }
         }
     }
