@@ -4,9 +4,8 @@
 
 use crate::common;
 
-use std::time::{Duration, Instant};
-
 use common::data;
+use common::harness::wait_for;
 use dllm::app::DllmApp;
 use dllm::cuda::DeviceRequest;
 use dllm::engine::{LoadOptions, Prompt, Session};
@@ -18,17 +17,6 @@ fn harness() -> Harness<'static, DllmApp> {
     // Random-weight fixtures produce tokens like emoji that the bundled fonts lack; the app
     // draws a box for them (its own policy), which the harness would otherwise override.
     Harness::builder().with_size([1200.0, 900.0]).allow_missing_glyphs().build_eframe(|cc| DllmApp::new(cc, None))
-}
-
-/// Steps the UI until `done` holds (the engine works on its own threads meanwhile).
-fn wait_for(h: &mut Harness<'static, DllmApp>, what: &str, done: impl Fn(&DllmApp) -> bool) {
-    let start = Instant::now();
-    while !done(h.state()) {
-        assert!(start.elapsed() < Duration::from_secs(120), "timed out waiting for {what}");
-        h.step();
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    h.step();
 }
 
 fn load(h: &mut Harness<'static, DllmApp>, path: &str) {

@@ -8,8 +8,7 @@
 
 use crate::common;
 
-use std::time::{Duration, Instant};
-
+use common::harness::wait_for;
 use common::soft_render::SoftRenderer;
 use dllm::app::{DllmApp, Measured};
 use egui_kittest::Harness;
@@ -24,16 +23,6 @@ fn harness() -> Harness<'static, DllmApp> {
     std::fs::create_dir_all(&cache).unwrap();
     h.state_mut().settings.hf_cache = Some(cache);
     h
-}
-
-fn wait_for(h: &mut Harness<'static, DllmApp>, what: &str, done: impl Fn(&DllmApp) -> bool) {
-    let start = Instant::now();
-    while !done(h.state()) {
-        assert!(start.elapsed() < Duration::from_secs(180), "timed out waiting for {what}");
-        h.step();
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    h.run_steps(4);
 }
 
 /// Replaces every measured time and size with a fixed one: 40 ms forward and 2 ms sampling per
@@ -84,4 +73,7 @@ fn main_screens_match_their_snapshots() {
     h.state_mut().replay_step = None;
     h.run_steps(4);
     h.snapshot("demo-finished");
+    if let Some(cache) = h.state().settings.hf_cache.clone() {
+        std::fs::remove_dir_all(cache).ok();
+    }
 }

@@ -1,5 +1,6 @@
 //! Helpers shared by the integration tests: fixture paths and raw little-endian arrays.
 
+pub mod harness;
 pub mod mock_hub;
 pub mod soft_render;
 
