@@ -4,10 +4,13 @@
 //! the charts) and egui's tessellation into triangles; the GPU's drawing is not included.
 //! `cargo bench --bench app_frame`.
 
-use std::time::{Duration, Instant};
-
 use dllm::app::DllmApp;
 use egui_kittest::Harness;
+
+// The integration tests' helper for stepping the app until the engine is done.
+#[path = "../tests/suite/common/harness.rs"]
+mod harness;
+use harness::wait_for;
 
 fn main() {
     divan::main();
@@ -17,7 +20,7 @@ fn harness_with_a_600_position_run() -> Harness<'static, DllmApp> {
     let mut h =
         Harness::builder().with_size([1400.0, 1000.0]).allow_missing_glyphs().build_eframe(|cc| DllmApp::new(cc, None));
     h.state_mut().load(format!("{}/tests/data/models/llada-tiny-Q8_0.gguf", env!("CARGO_MANIFEST_DIR")).into());
-    run_until(&mut h, |a| !a.is_loading());
+    wait_for(&mut h, "the fixture to load", |a| !a.is_loading());
     {
         let app = h.state_mut();
         let info = app.session.as_ref().expect("the fixture loads").info().clone();
@@ -26,20 +29,11 @@ fn harness_with_a_600_position_run() -> Harness<'static, DllmApp> {
         (p.gen_length, p.block_length, p.steps) = (576, 32, 36);
     }
     h.state_mut().generate();
-    run_until(&mut h, |a| a.run.as_ref().is_some_and(|r| r.finished.is_some()) || a.error.is_some());
+    wait_for(&mut h, "the run", |a| a.run.as_ref().is_some_and(|r| r.finished.is_some()) || a.error.is_some());
     assert!(h.state().error.is_none(), "{:?}", h.state().error);
     let positions = h.state().canvas_cells().len();
     assert!(positions >= 600, "{positions} positions");
     h
-}
-
-fn run_until(h: &mut Harness<'static, DllmApp>, done: impl Fn(&DllmApp) -> bool) {
-    let start = Instant::now();
-    while !done(h.state()) {
-        assert!(start.elapsed() < Duration::from_secs(120), "timed out");
-        h.step();
-        std::thread::sleep(Duration::from_millis(5));
-    }
 }
 
 #[divan::bench(sample_count = 30, sample_size = 1)]
