@@ -55,7 +55,7 @@ fn run(bencher: divan::Bencher, shape: &str, rows: usize, isa: &str) {
         .map(|i| (i.wrapping_mul(2654435761) >> 13) as u8 & 0x3f)
         .collect();
     // The AVX2 path runs on the interleaved layout the model loader builds.
-    let packed = (isa == Isa::Avx2 && has_layout(ty)).then(|| pack(ty, &data, n_in, n_out, |_| {}));
+    let packed = (isa.is_x86_simd() && has_layout(ty)).then(|| pack(ty, &data, n_in, n_out, |_| {}));
     let w = Matrix { ty, n_in, n_out, data: &data, packed: packed.as_ref() };
     let x: Vec<f32> = (0..rows * n_in).map(|i| ((i % 97) as f32 - 48.0) / 16.0).collect();
     let mut out = vec![0f32; rows * n_out];

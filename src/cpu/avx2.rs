@@ -1,7 +1,11 @@
-//! AVX2 kernels: one quantized weight row against up to `R` activation rows at once, so that
-//! each unpacked weight vector is reused R times. Integer sums use `vpmaddubsw` (unsigned
-//! weights x signed activations, pairs summed to i16) and `vpmaddwd` against the sub-block
-//! scale (pairs summed to i32); each super-block ends with one float multiply-add per row.
+//! 256-bit x86 kernels: one quantized weight row, or one packed group of eight columns
+//! (`cpu::repack`), against up to `R` activation rows at once, so that each unpacked weight
+//! vector is reused R times. Integer sums use `vpmaddubsw` (unsigned weights x signed
+//! activations, pairs summed to i16) and a widening multiply-add against the sub-block scale
+//! (pairs summed to i32); each super-block ends with one float multiply-add per row.
+//!
+//! The row kernels run on AVX2. The packed kernels are generic over `Int8Dot` and compiled
+//! for AVX2, AVX-VNNI and AVX-512 VNNI by `packed_entry_points!`.
 //!
 //! Safety contract of every `unsafe fn` here: the CPU supports AVX2 and FMA (checked by
 //! `Isa::Avx2.is_available()` before dispatch), `w` holds whole blocks of the weight type,
@@ -9,6 +13,7 @@
 
 use std::arch::x86_64::*;
 
+use super::int8_dot::{Avx2Dot, Avx512VnniDot, AvxVnniDot, Int8Dot};
 use crate::quant::blocks::{f16_at, q4_k, q5_k, q6_k, q8_0, scale_min_k4};
 use crate::quant::q8::{BlockQ8_0, BlockQ8K};
 
@@ -214,15 +219,15 @@ pub unsafe fn dot_q8_0<const R: usize>(w: &[u8], a: &[&[BlockQ8_0]; R]) -> [f32;
 
 /// Eight interleaved Q4_K columns (`cpu::repack` layout, one group) against R activation rows:
 /// `out[r][c] = dot(column c, a[r])`. Within a sub-block the byte products of four chunks are
-/// summed in i16 (at most 8 x 2 x 15 x 127 = 30480, no overflow) before one `vpmaddwd` applies
+/// summed in i16 (at most 8 x 2 x 15 x 127 = 30480, no overflow) before one `O::dot_i16` applies
 /// the eight columns' scales.
-#[target_feature(enable = "avx2,fma")]
-pub unsafe fn gemm_q4_k_x8<const R: usize>(group: &[u8], a: &[&[BlockQ8K]; R]) -> [[f32; 8]; R] {
+#[inline(always)]
+unsafe fn gemm_q4_k_x8<O: Int8Dot, const R: usize>(group: &[u8], a: &[&[BlockQ8K]; R]) -> [[f32; 8]; R] {
     use super::repack::{Q4_K_GROUP_BLOCK, q4k_layout as l};
-    let m4 = _mm256_set1_epi8(0x0F);
     // SAFETY: as for this function (see the module's contract).
     unsafe {
-        gemm_k4_like_x8(group, a, Q4_K_GROUP_BLOCK, 4, |p, j, k| {
+        let m4 = _mm256_set1_epi8(0x0F);
+        gemm_k4_like_x8::<O, R>(group, a, Q4_K_GROUP_BLOCK, 4, |p, j, k| {
             let q = load(p.add(l::QS + 128 * j + 32 * k));
             (_mm256_and_si256(q, m4), _mm256_and_si256(_mm256_srli_epi16(q, 4), m4))
         })
@@ -232,13 +237,13 @@ pub unsafe fn gemm_q4_k_x8<const R: usize>(group: &[u8], a: &[&[BlockQ8K]; R]) -
 /// Eight interleaved Q5_K columns against R activation rows: Q4_K's kernel with the fifth bit
 /// added to each nibble. Values reach 31, so the i16 sums take two chunks (2 x 2 x 2 x 31 x
 /// 127 = 31496) rather than four.
-#[target_feature(enable = "avx2,fma")]
-pub unsafe fn gemm_q5_k_x8<const R: usize>(group: &[u8], a: &[&[BlockQ8K]; R]) -> [[f32; 8]; R] {
+#[inline(always)]
+unsafe fn gemm_q5_k_x8<O: Int8Dot, const R: usize>(group: &[u8], a: &[&[BlockQ8K]; R]) -> [[f32; 8]; R] {
     use super::repack::{Q5_K_GROUP_BLOCK, q4k_layout as l};
-    let (m4, one) = (_mm256_set1_epi8(0x0F), _mm256_set1_epi8(1));
     // SAFETY: as for this function (see the module's contract).
     unsafe {
-        gemm_k4_like_x8(group, a, Q5_K_GROUP_BLOCK, 2, |p, j, k| {
+        let (m4, one) = (_mm256_set1_epi8(0x0F), _mm256_set1_epi8(1));
+        gemm_k4_like_x8::<O, R>(group, a, Q5_K_GROUP_BLOCK, 2, |p, j, k| {
             let q = load(p.add(l::QS + 128 * j + 32 * k));
             let h = load(p.add(l::QH + 32 * j));
             let fifth = |bit: usize| {
@@ -256,7 +261,7 @@ pub unsafe fn gemm_q5_k_x8<const R: usize>(group: &[u8], a: &[&[BlockQ8K]; R]) -
 /// sub-block j as unsigned bytes (weights v+i, then v+4+i, of each column), and the i16 sums
 /// are widened every `chunks_per_i16` chunks.
 #[inline(always)]
-unsafe fn gemm_k4_like_x8<const R: usize>(
+unsafe fn gemm_k4_like_x8<O: Int8Dot, const R: usize>(
     group: &[u8],
     a: &[&[BlockQ8K]; R],
     block_bytes: usize,
@@ -285,7 +290,7 @@ unsafe fn gemm_k4_like_x8<const R: usize>(
                     }
                     if (k + 1) % chunks_per_i16 == 0 {
                         for r in 0..R {
-                            acc[r] = _mm256_add_epi32(acc[r], _mm256_madd_epi16(acc16[r], scales));
+                            acc[r] = O::dot_i16(acc[r], acc16[r], scales);
                             acc16[r] = _mm256_setzero_si256();
                         }
                     }
@@ -301,7 +306,7 @@ unsafe fn gemm_k4_like_x8<const R: usize>(
                     let s0 = y.bsums[4 * pair] + y.bsums[4 * pair + 1];
                     let s1 = y.bsums[4 * pair + 2] + y.bsums[4 * pair + 3];
                     let both = (s0 as u16 as u32 | ((s1 as u16 as u32) << 16)) as i32;
-                    mins = _mm256_add_epi32(mins, _mm256_madd_epi16(m, _mm256_set1_epi32(both)));
+                    mins = O::dot_i16(mins, m, _mm256_set1_epi32(both));
                 }
                 let da = _mm256_set1_ps(y.d);
                 sum[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[r]), _mm256_mul_ps(d, da), sum[r]);
@@ -319,8 +324,8 @@ unsafe fn gemm_k4_like_x8<const R: usize>(
 /// Eight interleaved Q6_K columns (`cpu::repack` layout, one group) against R activation rows.
 /// Each chunk's two byte products (at most 2 x 2 x 63 x 127 = 32004) are summed in i16, then
 /// scaled; the +32 storage offset is removed once per block with the activation sums.
-#[target_feature(enable = "avx2,fma")]
-pub unsafe fn gemm_q6_k_x8<const R: usize>(group: &[u8], a: &[&[BlockQ8K]; R]) -> [[f32; 8]; R] {
+#[inline(always)]
+unsafe fn gemm_q6_k_x8<O: Int8Dot, const R: usize>(group: &[u8], a: &[&[BlockQ8K]; R]) -> [[f32; 8]; R] {
     use super::repack::{Q6_K_GROUP_BLOCK, q6k_layout as l};
     unsafe {
         let m4 = _mm256_set1_epi8(0x0F);
@@ -347,7 +352,7 @@ pub unsafe fn gemm_q6_k_x8<const R: usize>(group: &[u8], a: &[&[BlockQ8K]; R]) -
                         let a_lo = _mm256_set1_epi32((y as *const i32).read_unaligned());
                         let a_hi = _mm256_set1_epi32((y.add(4) as *const i32).read_unaligned());
                         let s = _mm256_add_epi16(_mm256_maddubs_epi16(lo, a_lo), _mm256_maddubs_epi16(hi, a_hi));
-                        acc[r] = _mm256_add_epi32(acc[r], _mm256_madd_epi16(s, scales));
+                        acc[r] = O::dot_i16(acc[r], s, scales);
                     }
                 }
             }
@@ -358,7 +363,7 @@ pub unsafe fn gemm_q6_k_x8<const R: usize>(group: &[u8], a: &[&[BlockQ8K]; R]) -
                 for pair in 0..8 {
                     let sc = _mm256_cvtepi8_epi16(_mm_loadu_si128(p.add(l::SCALE_PAIRS + 16 * pair) as *const __m128i));
                     let both = (y.bsums[2 * pair] as u16 as u32 | ((y.bsums[2 * pair + 1] as u16 as u32) << 16)) as i32;
-                    offset = _mm256_add_epi32(offset, _mm256_madd_epi16(sc, _mm256_set1_epi32(both)));
+                    offset = O::dot_i16(offset, sc, _mm256_set1_epi32(both));
                 }
                 let acc = _mm256_sub_epi32(acc[r], _mm256_slli_epi32(offset, 5));
                 sum[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc), _mm256_mul_ps(d, _mm256_set1_ps(y.d)), sum[r]);
@@ -373,13 +378,12 @@ pub unsafe fn gemm_q6_k_x8<const R: usize>(group: &[u8], a: &[&[BlockQ8K]; R]) -
 }
 
 /// Eight interleaved Q8_0 columns (`cpu::repack` layout, one group) against R activation rows.
-/// Signed x signed products go through `vpmaddubsw` as |w| x (a with w's sign); each chunk's
-/// pair sums (at most 2 x 128 x 127) are widened by `vpmaddwd` before they are added.
-#[target_feature(enable = "avx2,fma")]
-pub unsafe fn gemm_q8_0_x8<const R: usize>(group: &[u8], a: &[&[BlockQ8_0]; R]) -> [[f32; 8]; R] {
+/// Signed x signed products go through `O::dot_u8i8` as |w| x (a with w's sign) (pair sums at
+/// most 2 x 128 x 127, within i16 as that step requires).
+#[inline(always)]
+unsafe fn gemm_q8_0_x8<O: Int8Dot, const R: usize>(group: &[u8], a: &[&[BlockQ8_0]; R]) -> [[f32; 8]; R] {
     use super::repack::{Q8_0_GROUP_BLOCK, q8_0_layout as l};
     unsafe {
-        let ones = _mm256_set1_epi16(1);
         let mut sum = [_mm256_setzero_ps(); R];
         for (b, blk) in group.chunks_exact(Q8_0_GROUP_BLOCK).enumerate() {
             let p = blk.as_ptr();
@@ -390,8 +394,7 @@ pub unsafe fn gemm_q8_0_x8<const R: usize>(group: &[u8], a: &[&[BlockQ8_0]; R]) 
                 for r in 0..R {
                     let y = a[r].get_unchecked(b).qs.as_ptr().add(4 * k);
                     let a4 = _mm256_set1_epi32((y as *const i32).read_unaligned());
-                    let prod = _mm256_maddubs_epi16(abs_w, _mm256_sign_epi8(a4, w));
-                    acc[r] = _mm256_add_epi32(acc[r], _mm256_madd_epi16(prod, ones));
+                    acc[r] = O::dot_u8i8(acc[r], abs_w, _mm256_sign_epi8(a4, w));
                 }
             }
             let d = _mm256_loadu_ps(p.add(l::D) as *const f32);
@@ -407,3 +410,42 @@ pub unsafe fn gemm_q8_0_x8<const R: usize>(group: &[u8], a: &[&[BlockQ8_0]; R]) 
         out
     }
 }
+
+/// The packed kernels compiled for one instruction set: `$features` enabled, `$dot` for the
+/// integer multiply-accumulates. Safety contract as for the module, with `$features` in place
+/// of AVX2 and FMA.
+macro_rules! packed_entry_points {
+    ($name:ident, $features:literal, $dot:ty) => {
+        pub mod $name {
+            use super::*;
+
+            #[target_feature(enable = $features)]
+            pub unsafe fn gemm_q4_k_x8<const R: usize>(g: &[u8], a: &[&[BlockQ8K]; R]) -> [[f32; 8]; R] {
+                // SAFETY: this function's contract.
+                unsafe { super::gemm_q4_k_x8::<$dot, R>(g, a) }
+            }
+
+            #[target_feature(enable = $features)]
+            pub unsafe fn gemm_q5_k_x8<const R: usize>(g: &[u8], a: &[&[BlockQ8K]; R]) -> [[f32; 8]; R] {
+                // SAFETY: this function's contract.
+                unsafe { super::gemm_q5_k_x8::<$dot, R>(g, a) }
+            }
+
+            #[target_feature(enable = $features)]
+            pub unsafe fn gemm_q6_k_x8<const R: usize>(g: &[u8], a: &[&[BlockQ8K]; R]) -> [[f32; 8]; R] {
+                // SAFETY: this function's contract.
+                unsafe { super::gemm_q6_k_x8::<$dot, R>(g, a) }
+            }
+
+            #[target_feature(enable = $features)]
+            pub unsafe fn gemm_q8_0_x8<const R: usize>(g: &[u8], a: &[&[BlockQ8_0]; R]) -> [[f32; 8]; R] {
+                // SAFETY: this function's contract.
+                unsafe { super::gemm_q8_0_x8::<$dot, R>(g, a) }
+            }
+        }
+    };
+}
+
+packed_entry_points!(packed_avx2, "avx2,fma", Avx2Dot);
+packed_entry_points!(packed_avx_vnni, "avx2,fma,avxvnni", AvxVnniDot);
+packed_entry_points!(packed_avx512_vnni, "avx2,fma,avx512f,avx512vl,avx512vnni", Avx512VnniDot);

@@ -7,6 +7,8 @@ mod avx2;
 #[cfg(target_arch = "x86_64")]
 mod avx2_f32;
 mod features;
+#[cfg(target_arch = "x86_64")]
+pub(crate) mod int8_dot;
 mod peak;
 mod qgemm;
 pub mod repack;

@@ -16,10 +16,14 @@ pub fn int8_peak(isa: Isa, threads: usize, seconds: f64) -> f64 {
 fn int8_rate(isa: Isa, threads: usize, seconds: f64) -> f64 {
     let per_thread = |iters: u64| -> (u64, f64) {
         let start = Instant::now();
+        // SAFETY (all three): only called for an available ISA (checked below).
         let macs = match isa {
             #[cfg(target_arch = "x86_64")]
-            // SAFETY: only called for an available ISA (checked below).
-            Isa::Avx2 => unsafe { avx2_chains(iters) },
+            Isa::Avx2 => unsafe { x86::avx2_chains(iters) },
+            #[cfg(target_arch = "x86_64")]
+            Isa::AvxVnni => unsafe { x86::avx_vnni_chains(iters) },
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx512Vnni => unsafe { x86::avx512_vnni_chains(iters) },
             _ => scalar_chains(iters),
         };
         (macs, start.elapsed().as_secs_f64())
@@ -56,26 +60,52 @@ fn scalar_chains(iters: u64) -> u64 {
     iters * 8
 }
 
-/// 12 independent chains of vpmaddubsw + vpmaddwd + vpaddd: 32 multiply-adds each.
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-unsafe fn avx2_chains(iters: u64) -> u64 {
+mod x86 {
     use std::arch::x86_64::*;
-    const CHAINS: usize = 12;
-    let a = _mm256_set1_epi8(3);
-    let b = _mm256_set1_epi8(5);
-    let one = _mm256_set1_epi16(1);
-    let mut a = a;
-    let mut acc = [_mm256_setzero_si256(); CHAINS];
-    for _ in 0..iters {
-        for c in acc.iter_mut() {
-            // An empty asm that "changes" `a` keeps the compiler from sharing one product
-            // between the chains.
-            // SAFETY: the asm is empty; it only marks the register as modified.
-            unsafe { std::arch::asm!("/* {0} */", inout(ymm_reg) a, options(pure, nomem, nostack)) };
-            *c = _mm256_add_epi32(*c, _mm256_madd_epi16(_mm256_maddubs_epi16(a, b), one));
+
+    use crate::cpu::int8_dot::{Avx2Dot, Avx512VnniDot, AvxVnniDot, Int8Dot};
+
+    /// 12 independent chains of the packed kernels' byte dot product (`Int8Dot::dot_u8i8`: on
+    /// AVX2 vpmaddubsw + vpmaddwd + vpaddd, on VNNI one vpdpbusd), 32 multiply-adds each.
+    // `avx` for the asm's ymm operand; inlined into each caller, whose features it is within.
+    #[target_feature(enable = "avx")]
+    #[inline]
+    unsafe fn chains<O: Int8Dot>(iters: u64) -> u64 {
+        const CHAINS: usize = 12;
+        // SAFETY: the callers' target features include the instructions `O` uses.
+        unsafe {
+            let mut a = _mm256_set1_epi8(3);
+            let b = _mm256_set1_epi8(5);
+            let mut acc = [_mm256_setzero_si256(); CHAINS];
+            for _ in 0..iters {
+                for c in acc.iter_mut() {
+                    // An empty asm that "changes" `a` keeps the compiler from sharing one
+                    // product between the chains.
+                    std::arch::asm!("/* {0} */", inout(ymm_reg) a, options(pure, nomem, nostack));
+                    *c = O::dot_u8i8(*c, a, b);
+                }
+            }
+            std::hint::black_box(acc);
         }
+        iters * (CHAINS as u64) * 32
     }
-    std::hint::black_box(acc);
-    iters * (CHAINS as u64) * 32
+
+    #[target_feature(enable = "avx2")]
+    pub unsafe fn avx2_chains(iters: u64) -> u64 {
+        // SAFETY: AVX2 is enabled for this function (the caller's contract).
+        unsafe { chains::<Avx2Dot>(iters) }
+    }
+
+    #[target_feature(enable = "avx2,avxvnni")]
+    pub unsafe fn avx_vnni_chains(iters: u64) -> u64 {
+        // SAFETY: as for `avx2_chains`, with AVX-VNNI.
+        unsafe { chains::<AvxVnniDot>(iters) }
+    }
+
+    #[target_feature(enable = "avx2,avx512f,avx512vl,avx512vnni")]
+    pub unsafe fn avx512_vnni_chains(iters: u64) -> u64 {
+        // SAFETY: as for `avx2_chains`, with AVX-512 VNNI and VL.
+        unsafe { chains::<Avx512VnniDot>(iters) }
+    }
 }

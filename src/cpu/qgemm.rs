@@ -8,22 +8,35 @@ use crate::quant::{GgmlType, vec_dot};
 /// Activation rows handled together by one call (each weight vector is unpacked once for them).
 pub const ROW_GROUP: usize = 4;
 
-/// Calls the SIMD kernel `$f::<R>` with the first R rows of `$acts`, R = `$acts.len()`.
+/// Calls the SIMD kernel `cpu::avx2::$f::<R>` with the first R rows of `$acts`, R =
+/// `$acts.len()`.
 macro_rules! by_rows {
-    ($f:ident, $w:expr, $acts:expr, $out:expr) => {{
+    ($($f:ident)::+, $w:expr, $acts:expr, $out:expr) => {{
         let (w, a, out) = ($w, $acts, $out);
         // SAFETY: the caller checked that the ISA is available and that the lengths match
         // (see the safety contract in cpu::avx2).
         unsafe {
             match a.len() {
-                4 => out.copy_from_slice(&super::avx2::$f::<4>(w, &[a[0], a[1], a[2], a[3]])),
-                3 => out.copy_from_slice(&super::avx2::$f::<3>(w, &[a[0], a[1], a[2]])),
-                2 => out.copy_from_slice(&super::avx2::$f::<2>(w, &[a[0], a[1]])),
-                1 => out.copy_from_slice(&super::avx2::$f::<1>(w, &[a[0]])),
+                4 => out.copy_from_slice(&super::avx2::$($f)::+::<4>(w, &[a[0], a[1], a[2], a[3]])),
+                3 => out.copy_from_slice(&super::avx2::$($f)::+::<3>(w, &[a[0], a[1], a[2]])),
+                2 => out.copy_from_slice(&super::avx2::$($f)::+::<2>(w, &[a[0], a[1]])),
+                1 => out.copy_from_slice(&super::avx2::$($f)::+::<1>(w, &[a[0]])),
                 _ => {}
             }
         }
     }};
+}
+
+/// `by_rows!` on the packed kernel `$f` compiled for `$isa`.
+macro_rules! packed_by_rows {
+    ($isa:expr, $f:ident, $w:expr, $acts:expr, $out:expr) => {
+        match $isa {
+            Isa::Avx2 => by_rows!(packed_avx2::$f, $w, $acts, $out),
+            Isa::AvxVnni => by_rows!(packed_avx_vnni::$f, $w, $acts, $out),
+            Isa::Avx512Vnni => by_rows!(packed_avx512_vnni::$f, $w, $acts, $out),
+            Isa::Scalar => unreachable!("checked by check_packed"),
+        }
+    };
 }
 
 fn check<A>(isa: Isa, ty: GgmlType, w: &[u8], acts: &[&[A]], out: &[f32]) {
@@ -36,13 +49,13 @@ fn check<A>(isa: Isa, ty: GgmlType, w: &[u8], acts: &[&[A]], out: &[f32]) {
 /// `out[i] = dot(w, acts[i])` for a Q4_K, Q5_K or Q6_K weight row and Q8_K activations.
 pub fn dot_rows_q8k(isa: Isa, ty: GgmlType, w: &[u8], acts: &[&[BlockQ8K]], out: &mut [f32]) {
     check(isa, ty, w, acts, out);
-    match (isa, ty) {
+    match (isa.is_x86_simd(), ty) {
         #[cfg(target_arch = "x86_64")]
-        (Isa::Avx2, GgmlType::Q4_K) => by_rows!(dot_q4_k, w, acts, out),
+        (true, GgmlType::Q4_K) => by_rows!(dot_q4_k, w, acts, out),
         #[cfg(target_arch = "x86_64")]
-        (Isa::Avx2, GgmlType::Q5_K) => by_rows!(dot_q5_k, w, acts, out),
+        (true, GgmlType::Q5_K) => by_rows!(dot_q5_k, w, acts, out),
         #[cfg(target_arch = "x86_64")]
-        (Isa::Avx2, GgmlType::Q6_K) => by_rows!(dot_q6_k, w, acts, out),
+        (true, GgmlType::Q6_K) => by_rows!(dot_q6_k, w, acts, out),
         (_, GgmlType::Q4_K | GgmlType::Q5_K | GgmlType::Q6_K) => {
             let dot = match ty {
                 GgmlType::Q4_K => vec_dot::dot_q4_k,
@@ -60,9 +73,9 @@ pub fn dot_rows_q8k(isa: Isa, ty: GgmlType, w: &[u8], acts: &[&[BlockQ8K]], out:
 /// `out[i] = dot(w, acts[i])` for a Q8_0 weight row and Q8_0 activations.
 pub fn dot_rows_q8_0(isa: Isa, w: &[u8], acts: &[&[BlockQ8_0]], out: &mut [f32]) {
     check(isa, GgmlType::Q8_0, w, acts, out);
-    match isa {
+    match isa.is_x86_simd() {
         #[cfg(target_arch = "x86_64")]
-        Isa::Avx2 => by_rows!(dot_q8_0, w, acts, out),
+        true => by_rows!(dot_q8_0, w, acts, out),
         _ => {
             for (o, a) in out.iter_mut().zip(acts) {
                 *o = vec_dot::dot_q8_0(w, a);
@@ -72,8 +85,8 @@ pub fn dot_rows_q8_0(isa: Isa, w: &[u8], acts: &[&[BlockQ8_0]], out: &mut [f32])
 }
 
 /// `out[r][c] = dot(column c of a packed group, acts[r])` for up to `ROW_GROUP` rows, on a
-/// Q4_K, Q5_K or Q6_K group in the `cpu::repack` layout. Only the AVX2 path has packed kernels; the
-/// scalar reference for the same product is `dot_rows_q8k` on the unpacked rows.
+/// Q4_K, Q5_K or Q6_K group in the `cpu::repack` layout. Only the x86 SIMD paths have packed
+/// kernels; the scalar reference for the same product is `dot_rows_q8k` on the unpacked rows.
 pub fn gemm_packed(isa: Isa, ty: GgmlType, group: &[u8], acts: &[&[BlockQ8K]], out: &mut [[f32; super::repack::COLS]]) {
     use super::repack::{Q4_K_GROUP_BLOCK, Q5_K_GROUP_BLOCK, Q6_K_GROUP_BLOCK};
     let block = match ty {
@@ -85,9 +98,9 @@ pub fn gemm_packed(isa: Isa, ty: GgmlType, group: &[u8], acts: &[&[BlockQ8K]], o
     check_packed(isa, block, group, acts, out);
     #[cfg(target_arch = "x86_64")]
     match ty {
-        GgmlType::Q4_K => by_rows!(gemm_q4_k_x8, group, acts, out),
-        GgmlType::Q5_K => by_rows!(gemm_q5_k_x8, group, acts, out),
-        _ => by_rows!(gemm_q6_k_x8, group, acts, out),
+        GgmlType::Q4_K => packed_by_rows!(isa, gemm_q4_k_x8, group, acts, out),
+        GgmlType::Q5_K => packed_by_rows!(isa, gemm_q5_k_x8, group, acts, out),
+        _ => packed_by_rows!(isa, gemm_q6_k_x8, group, acts, out),
     }
 }
 
@@ -96,11 +109,11 @@ pub fn gemm_packed(isa: Isa, ty: GgmlType, group: &[u8], acts: &[&[BlockQ8K]], o
 pub fn gemm_packed_q8_0(isa: Isa, group: &[u8], acts: &[&[BlockQ8_0]], out: &mut [[f32; super::repack::COLS]]) {
     check_packed(isa, super::repack::Q8_0_GROUP_BLOCK, group, acts, out);
     #[cfg(target_arch = "x86_64")]
-    by_rows!(gemm_q8_0_x8, group, acts, out)
+    packed_by_rows!(isa, gemm_q8_0_x8, group, acts, out)
 }
 
 fn check_packed<A, O>(isa: Isa, block: usize, group: &[u8], acts: &[&[A]], out: &[O]) {
-    assert!(isa.is_available() && isa == Isa::Avx2, "packed kernels run on AVX2");
+    assert!(isa.is_available() && isa.is_x86_simd(), "packed kernels run on the x86 SIMD paths");
     assert!(acts.len() <= ROW_GROUP && out.len() == acts.len());
     let nb = group.len() / block;
     assert!(group.len().is_multiple_of(block) && acts.iter().all(|a| a.len() == nb), "ragged packed operands");

@@ -8,9 +8,9 @@ use super::Isa;
 pub fn dot_f32(isa: Isa, a: &[f32], b: &[f32]) -> f32 {
     assert_eq!(a.len(), b.len(), "dot of unequal lengths");
     match isa {
-        // SAFETY: the path is only chosen where the CPU has AVX2 and FMA; the lengths match.
+        // SAFETY: every x86 SIMD path has AVX2 and FMA, checked here; the lengths match.
         #[cfg(target_arch = "x86_64")]
-        Isa::Avx2 if isa.is_available() => unsafe { super::avx2_f32::dot(a, b) },
+        _ if isa.is_x86_simd() && isa.is_available() => unsafe { super::avx2_f32::dot(a, b) },
         _ => dot_scalar(a, b),
     }
 }
@@ -45,7 +45,7 @@ pub fn dot_rows_f32(isa: Isa, q: &[f32], rows: Rows, out: &mut [f32]) {
     match isa {
         // SAFETY: as for `dot_f32`; the rows were checked to lie inside their matrix.
         #[cfg(target_arch = "x86_64")]
-        Isa::Avx2 if isa.is_available() => unsafe { super::avx2_f32::dot_rows(q, rows, out) },
+        _ if isa.is_x86_simd() && isa.is_available() => unsafe { super::avx2_f32::dot_rows(q, rows, out) },
         _ => {
             for (j, o) in out.iter_mut().enumerate() {
                 *o = dot_scalar(q, rows.row(j));
@@ -61,7 +61,7 @@ pub fn weighted_rows_f32(isa: Isa, weights: &[f32], rows: Rows, out: &mut [f32])
     match isa {
         // SAFETY: as for `dot_rows_f32`.
         #[cfg(target_arch = "x86_64")]
-        Isa::Avx2 if isa.is_available() => unsafe { super::avx2_f32::weighted_rows(weights, rows, out) },
+        _ if isa.is_x86_simd() && isa.is_available() => unsafe { super::avx2_f32::weighted_rows(weights, rows, out) },
         _ => {
             for (j, &w) in weights.iter().enumerate() {
                 for (o, x) in out.iter_mut().zip(rows.row(j)) {

@@ -5,8 +5,8 @@ use std::sync::Arc;
 use super::kv_cache::KvCache;
 use super::weights::{MatrixRef, Weights};
 use super::{Forward, ModelConfig, ModelError, Pass};
+use crate::cpu::active_isa;
 use crate::cpu::repack::{COLS, has_layout, pack};
-use crate::cpu::{Isa, active_isa};
 use crate::gguf::GgufFile;
 use crate::ops::attention::{AttentionScratch, AttentionShape, attention};
 use crate::ops::matmul::{MatmulScratch, grow, matmul};
@@ -52,7 +52,7 @@ impl CpuModel {
     pub fn load_with_progress(gguf: Arc<GgufFile>, progress: &dyn Fn(f32)) -> Result<CpuModel, ModelError> {
         let config = ModelConfig::from_gguf(&gguf)?;
         let mut weights = Weights::locate(&gguf, &config)?;
-        if active_isa() == Isa::Avx2 {
+        if active_isa().is_x86_simd() {
             pack_for_kernels(&gguf, &mut weights, progress);
         }
         progress(1.0);

@@ -77,7 +77,7 @@ pub fn matmul_on(isa: Isa, x: &[f32], n_rows: usize, w: &Matrix, out: &mut [f32]
             acts.par_chunks_mut(nb).zip(x.par_chunks(n_in)).for_each(|(a, xr)| quantize_q8_k(xr, a));
             let acts = &scratch.q8k[..n_rows * nb];
             let mut first_col = 0;
-            if let (Isa::Avx2, Some(packed)) = (isa, w.packed) {
+            if let Some(packed) = w.packed.filter(|_| isa.is_x86_simd()) {
                 let kernel = |g: &[u8], a: &[&[BlockQ8K]], o: &mut [[f32; COLS]]| gemm_packed(isa, packed.ty, g, a, o);
                 packed_products(packed, n_rows, acts, nb, kernel, &mut scratch.out_t);
                 first_col = packed.n_groups * COLS;
@@ -95,7 +95,7 @@ pub fn matmul_on(isa: Isa, x: &[f32], n_rows: usize, w: &Matrix, out: &mut [f32]
             acts.par_chunks_mut(nb).zip(x.par_chunks(n_in)).for_each(|(a, xr)| quantize_q8_0(xr, a));
             let acts = &scratch.q8_0[..n_rows * nb];
             let mut first_col = 0;
-            if let (Isa::Avx2, Some(packed)) = (isa, w.packed) {
+            if let Some(packed) = w.packed.filter(|_| isa.is_x86_simd()) {
                 let kernel = |g: &[u8], a: &[&[BlockQ8_0]], o: &mut [[f32; COLS]]| gemm_packed_q8_0(isa, g, a, o);
                 packed_products(packed, n_rows, acts, nb, kernel, &mut scratch.out_t);
                 first_col = packed.n_groups * COLS;

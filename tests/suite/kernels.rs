@@ -108,14 +108,13 @@ fn whole_products_match_scalar_on_ragged_shapes() {
             let x = random_activations(&mut rng, rows * n_in);
             let mut want = vec![0f32; rows * n_out];
             matmul_on(Isa::Scalar, &x, rows, &w, &mut want, &mut MatmulScratch::default());
-            // Every path, and the AVX2 path also with the interleaved weights (for n_out not a
-            // multiple of 8, the last rows take the unpacked kernel).
-            let runs = Isa::available().into_iter().map(|isa| (isa, w)).chain(
-                packed
-                    .as_ref()
-                    .filter(|_| Isa::Avx2.is_available())
-                    .map(|p| (Isa::Avx2, Matrix { packed: Some(p), ..w })),
-            );
+            // Every path, and the x86 SIMD paths also with the interleaved weights (for n_out
+            // not a multiple of 8, the last rows take the unpacked kernel).
+            let simd = || Isa::available().into_iter().filter(|isa| isa.is_x86_simd());
+            let runs = Isa::available()
+                .into_iter()
+                .map(|isa| (isa, w))
+                .chain(packed.iter().flat_map(|p| simd().map(move |isa| (isa, Matrix { packed: Some(p), ..w }))));
             for (isa, w) in runs {
                 let mut got = vec![0f32; rows * n_out];
                 matmul_on(isa, &x, rows, &w, &mut got, &mut MatmulScratch::default());
@@ -130,12 +129,20 @@ fn whole_products_match_scalar_on_ragged_shapes() {
     }
 }
 
+/// The packed kernels of every x86 SIMD path (AVX2, AVX-VNNI, AVX-512 VNNI: one kernel source
+/// compiled per path) against the scalar reference; a path this CPU lacks reports itself skipped.
 #[test]
 fn packed_kernels_match_scalar() {
-    if !Isa::Avx2.is_available() {
-        eprintln!("skipped: no AVX2 on this machine");
-        return;
+    for isa in [Isa::Avx2, Isa::AvxVnni, Isa::Avx512Vnni] {
+        if isa.is_available() {
+            packed_kernels_match_scalar_on(isa);
+        } else {
+            eprintln!("skipped: {} packed kernels (this CPU lacks {})", isa.name(), isa.name());
+        }
     }
+}
+
+fn packed_kernels_match_scalar_on(isa: Isa) {
     let mut rng = ChaCha8Rng::seed_from_u64(3);
     for ty in [GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::Q8_0] {
         for (n_in, n_out) in [(256, 8), (3584, 16), (4096, 24)] {
@@ -153,8 +160,8 @@ fn packed_kernels_match_scalar() {
                 for g in 0..n_out / 8 {
                     let mut got = vec![[0f32; 8]; rows];
                     match ty {
-                        GgmlType::Q8_0 => gemm_packed_q8_0(Isa::Avx2, packed.group(g), &acts8_0, &mut got),
-                        _ => gemm_packed(Isa::Avx2, ty, packed.group(g), &acts8k, &mut got),
+                        GgmlType::Q8_0 => gemm_packed_q8_0(isa, packed.group(g), &acts8_0, &mut got),
+                        _ => gemm_packed(isa, ty, packed.group(g), &acts8k, &mut got),
                     }
                     for c in 0..8 {
                         let col = &data[(8 * g + c) * rb..(8 * g + c + 1) * rb];
@@ -169,7 +176,7 @@ fn packed_kernels_match_scalar() {
                                 got[r][c],
                                 want[r],
                                 scale,
-                                &format!("packed {ty} {n_in} group {g} col {c} row {r}"),
+                                &format!("{isa:?} packed {ty} {n_in} group {g} col {c} row {r}"),
                             );
                         }
                     }
