@@ -19,6 +19,7 @@ fn main() {
 fn harness_with_a_600_position_run() -> Harness<'static, DllmApp> {
     let mut h =
         Harness::builder().with_size([1400.0, 1000.0]).allow_missing_glyphs().build_eframe(|cc| DllmApp::new(cc, None));
+    h.state_mut().settings.pack_cache = false;
     h.state_mut().load(format!("{}/tests/data/models/llada-tiny-Q8_0.gguf", env!("CARGO_MANIFEST_DIR")).into());
     wait_for(&mut h, "the fixture to load", |a| !a.is_loading());
     {

@@ -77,6 +77,9 @@ pub struct BenchResult {
     pub tokens_per_s: f64,
     /// Process start to a loaded model.
     pub startup_ms: f64,
+    /// How the weights were made ready during startup (`Preparation::short`).
+    #[serde(default)]
+    pub weights: Option<String>,
     pub peak_rss_bytes: u64,
     /// The machine's int8 multiply-add peak on the active ISA and threads, measured in the run.
     pub int8_peak_macs_per_s: f64,
@@ -141,7 +144,7 @@ pub fn render_table(results: &[(String, BenchResult)]) -> String {
     for (file, r) in results.iter().filter(|(_, r)| !r.is_fast_decoding()) {
         let s = &r.settings;
         t.push_str(&format!(
-            "| {file} | {} | {} x{} | {} + {} tokens, {} steps, block {} | {:.0} | {:.0} / {:.1} | {:.1} | {:.2} s | {:.2} | {:.0} G/s | {:.0}% |\n",
+            "| {file} | {} | {} x{} | {} + {} tokens, {} steps, block {} | {:.0} | {:.0} / {:.1} | {:.1} | {:.2} s{} | {:.2} | {:.0} G/s | {:.0}% |\n",
             s.model,
             r.machine.isa,
             r.machine.threads,
@@ -154,6 +157,7 @@ pub fn render_table(results: &[(String, BenchResult)]) -> String {
             r.sample_ms.median,
             r.tokens_per_s,
             r.startup_ms / 1e3,
+            r.weights.as_ref().map_or(String::new(), |w| format!(" ({w})")),
             r.peak_rss_bytes as f64 / s.model_bytes as f64,
             r.int8_peak_macs_per_s / 1e9,
             r.efficiency * 100.0,

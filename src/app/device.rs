@@ -1,4 +1,5 @@
-//! The load settings: which device runs the model and with how many CPU threads. They take
+//! The load settings: which device runs the model, with how many CPU threads, and whether the
+//! packed CPU weights are cached between loads. They take
 //! effect when a model loads, so a change offers to reload the current one.
 
 use crate::cuda::DeviceRequest;
@@ -6,7 +7,7 @@ use crate::engine::LoadOptions;
 
 use super::settings::Settings;
 
-/// Shows the device and thread settings; true when the user asks to reload with them.
+/// Shows the load settings; true when the user asks to reload with them.
 pub fn ui(ui: &mut egui::Ui, settings: &mut Settings, loaded: Option<&LoadOptions>) -> bool {
     egui::Grid::new("load settings").num_columns(2).show(ui, |ui| {
         let tip = "Where the model runs. auto: an NVIDIA GPU (compute capability 8.0 or newer) with enough free memory, else the CPU; the model card says which and why.";
@@ -34,7 +35,11 @@ pub fn ui(ui: &mut egui::Ui, settings: &mut Settings, loaded: Option<&LoadOption
         .on_hover_text(tip);
         settings.threads = (threads > 0).then_some(threads);
         ui.end_row();
+        let tip = "Keep the CPU's packed weights in a file in the cache folder (the size of the model), so that the next load of this model maps them instead of packing again.";
+        let label = ui.label("pack cache").on_hover_text(tip);
+        ui.checkbox(&mut settings.pack_cache, "").labelled_by(label.id).on_hover_text(tip);
+        ui.end_row();
     });
-    let wanted = LoadOptions { threads: settings.threads, device: settings.device };
+    let wanted = settings.load_options();
     loaded.is_some_and(|l| *l != wanted) && ui.button("Reload the model with these settings").clicked()
 }

@@ -20,7 +20,7 @@ pub use download::DownloadPanel;
 pub use run_view::RunView;
 pub use settings::Settings;
 
-use crate::engine::{EngineError, LoadOptions, Prompt, Session};
+use crate::engine::{EngineError, Prompt, Session};
 use crate::export::{RunRecord, html_page};
 use crate::model::Family;
 use crate::sampler::{DreamAlg, Remasking};
@@ -108,7 +108,7 @@ impl DllmApp {
     /// Starts loading a model in the background.
     pub fn load(&mut self, path: PathBuf) {
         self.error = None;
-        let options = LoadOptions { threads: self.settings.threads, device: self.settings.device };
+        let options = self.settings.load_options();
         let p = path.clone();
         let progress = Arc::new(AtomicU32::new(0));
         let written = progress.clone();
@@ -327,7 +327,7 @@ impl DllmApp {
             }
             ui.end_row();
             ui.label("load time");
-            ui.label(format!("{:.2} s", self.measured.load_ms / 1e3));
+            ui.label(format!("{:.2} s", self.measured.load_ms / 1e3)).on_hover_text(info.prepared.to_string());
             ui.end_row();
         });
     }

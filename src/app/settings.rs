@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 
 use crate::cuda::DeviceRequest;
-use crate::engine::ModelInfo;
+use crate::engine::{LoadOptions, ModelInfo};
 use crate::model::Family;
 use crate::sampler::GenerateParams;
 
@@ -26,6 +26,8 @@ pub struct Settings {
     /// None: the machine's physical cores.
     pub threads: Option<usize>,
     pub device: DeviceRequest,
+    /// Keep packed CPU weights in the cache directory between loads (`LoadOptions::pack_cache`).
+    pub pack_cache: bool,
     pub prompt: String,
     /// Hugging Face endpoint; None: `HF_ENDPOINT`, else huggingface.co.
     pub hf_endpoint: Option<String>,
@@ -57,6 +59,7 @@ impl Default for Settings {
             color_by_confidence: false,
             threads: None,
             device: DeviceRequest::Auto,
+            pack_cache: true,
             prompt: "Tell me a story about a cat.".into(),
             hf_endpoint: None,
             hf_cache: None,
@@ -66,6 +69,11 @@ impl Default for Settings {
 }
 
 impl Settings {
+    /// The options a model is loaded with.
+    pub fn load_options(&self) -> LoadOptions {
+        LoadOptions { threads: self.threads, device: self.device, pack_cache: self.pack_cache }
+    }
+
     /// The folder replay pages are saved in.
     pub fn export_dir(&self) -> PathBuf {
         self.export_dir.clone().unwrap_or_else(|| {

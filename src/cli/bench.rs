@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use dllm::bench::{BenchResult, Machine, Settings, Stats, cpu_name, forward_macs, peak_rss_bytes};
 use dllm::cpu::{active_isa, cpu_flags, int8_peak};
-use dllm::engine::{LoadOptions, Session};
+use dllm::engine::Session;
 use dllm::sampler::{GenerateParams, KvCacheMode};
 
 #[derive(clap::Args)]
@@ -32,12 +32,8 @@ pub struct Args {
     /// Fast-dLLM K/V cache: none, prefix or dual
     #[arg(long, default_value = "none")]
     cache: KvCacheMode,
-    /// Compute threads [default: physical cores]
-    #[arg(long)]
-    threads: Option<usize>,
-    /// Where the forward pass runs: auto (a capable NVIDIA GPU with room, else the CPU), cpu or cuda
-    #[arg(long, default_value = "auto")]
-    device: dllm::cuda::DeviceRequest,
+    #[command(flatten)]
+    load: super::load_args::LoadArgs,
     /// Generations to time
     #[arg(long, default_value_t = 3)]
     runs: usize,
@@ -47,7 +43,7 @@ pub struct Args {
 }
 
 pub fn run(args: Args, process_start: Instant) -> anyhow::Result<()> {
-    let session = Session::load(&args.model, LoadOptions { threads: args.threads, device: args.device })?;
+    let session = Session::load(&args.model, args.load.options())?;
     let startup_ms = process_start.elapsed().as_secs_f64() * 1e3;
     let info = session.info().clone();
     let c = &info.config;
@@ -133,6 +129,7 @@ pub fn run(args: Args, process_start: Instant) -> anyhow::Result<()> {
         sample_ms: Stats::of(&sample_ms),
         tokens_per_s: args.gen_length as f64 / Stats::of(&run_s).median,
         startup_ms,
+        weights: Some(info.prepared.short().to_owned()),
         peak_rss_bytes: peak_rss_bytes().unwrap_or(0),
         int8_peak_macs_per_s: peak,
         macs_per_step,
@@ -149,7 +146,7 @@ pub fn run(args: Args, process_start: Instant) -> anyhow::Result<()> {
     println!("ms/step      median {:.1}, min {:.1}, max {:.1}", s.median, s.min, s.max);
     println!("split        forward {:.1} ms, sampling {:.2} ms (median)", forward.median, result.sample_ms.median);
     println!("tokens/s     {:.2}", result.tokens_per_s);
-    println!("startup      {:.0} ms (process start to loaded model)", startup_ms);
+    println!("startup      {:.0} ms (process start to loaded model; {})", startup_ms, info.prepared);
     println!(
         "peak RSS     {:.2} GB ({:.2}x the file)",
         result.peak_rss_bytes as f64 / 1e9,
@@ -172,6 +169,7 @@ pub fn run(args: Args, process_start: Instant) -> anyhow::Result<()> {
         std::fs::write(path, serde_json::to_string_pretty(&result)? + "\n")
             .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;
     }
+    super::load_args::finish_pack_cache(&session);
     Ok(())
 }
 

@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use dllm::engine::{LoadOptions, Session};
+use dllm::engine::Session;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -18,12 +18,8 @@ pub struct Args {
     /// Output file: little-endian f32, [rows x vocab], row-major, no Dream shift
     #[arg(long)]
     out: PathBuf,
-    /// Compute threads [default: physical cores]
-    #[arg(long)]
-    threads: Option<usize>,
-    /// Where the forward pass runs: auto (a capable NVIDIA GPU with room, else the CPU), cpu or cuda
-    #[arg(long, default_value = "auto")]
-    device: dllm::cuda::DeviceRequest,
+    #[command(flatten)]
+    load: super::load_args::LoadArgs,
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
@@ -35,11 +31,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             .map(|r| r.trim().parse().map_err(|_| anyhow::anyhow!("--rows: '{r}' is not a position")))
             .collect::<anyhow::Result<_>>()?
     };
-    let session = Session::load(&args.model, LoadOptions { threads: args.threads, device: args.device })?;
+    let session = Session::load(&args.model, args.load.options())?;
     let n_vocab = session.info().config.n_vocab;
     let logits = session.logits(args.ids, rows.clone())?;
     let bytes: Vec<u8> = logits.iter().flat_map(|v| v.to_le_bytes()).collect();
     std::fs::write(&args.out, bytes).map_err(|e| anyhow::anyhow!("cannot write {}: {e}", args.out.display()))?;
     eprintln!("wrote {} rows x {n_vocab} logits to {}", rows.len(), args.out.display());
+    super::load_args::finish_pack_cache(&session);
     Ok(())
 }

@@ -2,6 +2,7 @@
 
 mod bench;
 mod inspect;
+mod load_args;
 mod logits;
 mod pull;
 mod run;

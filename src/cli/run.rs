@@ -3,7 +3,7 @@
 use std::io::Write;
 use std::path::PathBuf;
 
-use dllm::engine::{LoadOptions, Prompt, Session, StepEvent};
+use dllm::engine::{Prompt, Session, StepEvent};
 use dllm::export::{RunRecord, html_page};
 use dllm::model::Family;
 use dllm::sampler::{DreamAlg, GenerateParams, KvCacheMode, Remasking};
@@ -72,12 +72,8 @@ pub struct Args {
     /// Seed for every random choice [default: 0]
     #[arg(long)]
     seed: Option<u64>,
-    /// Compute threads [default: physical cores]
-    #[arg(long)]
-    threads: Option<usize>,
-    /// Where the forward pass runs: auto (a capable NVIDIA GPU with room, else the CPU), cpu or cuda
-    #[arg(long, default_value = "auto")]
-    device: dllm::cuda::DeviceRequest,
+    #[command(flatten)]
+    load: super::load_args::LoadArgs,
     /// Run every step even when the answer is already final
     #[arg(long)]
     no_early_stop: bool,
@@ -173,7 +169,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             dllm::demo::path().map_err(anyhow::Error::msg)?
         }
     };
-    let session = Session::load(&model, LoadOptions { threads: args.threads, device: args.device })?;
+    let session = Session::load(&model, args.load.options())?;
     let info = session.info();
     let family = info.config.family;
     let defaults = if info.name.as_deref() == Some(dllm::demo::NAME) {
@@ -259,5 +255,6 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         finished.total_ms,
         finished.total_ms / g.steps.max(1) as f64
     );
+    super::load_args::finish_pack_cache(&session);
     Ok(())
 }

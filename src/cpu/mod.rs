@@ -9,6 +9,7 @@ mod avx2_f32;
 mod features;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod int8_dot;
+pub mod pack_cache;
 mod peak;
 mod qgemm;
 pub mod repack;

@@ -25,6 +25,7 @@
 //! column c. Widening the f16 scales once here takes a conversion out of the inner loop.
 
 use std::ops::Range;
+use std::sync::Arc;
 
 use rayon::prelude::*;
 
@@ -72,52 +73,76 @@ pub struct Packed {
     data: PackedBytes,
 }
 
-/// Storage of packed weights: anonymous memory backed by huge pages where the OS offers them
-/// (a fresh 4 KiB page costs a fault and a clear; gigabytes of them dominate startup).
-pub struct PackedBytes(Storage);
-
-enum Storage {
-    Mapped(memmap2::MmapMut),
+/// Where packed weights live: anonymous memory (huge pages where the OS offers them: a fresh
+/// 4 KiB page costs a fault and a clear, and gigabytes of them dominate startup), or a region
+/// of a mapped file shared by all the matrices packed into it (`cpu::pack_cache`).
+pub enum PackedBytes {
+    Anonymous(memmap2::MmapMut),
     Heap(Vec<u8>),
+    Shared(Arc<dyn AsRef<[u8]> + Send + Sync>, Range<usize>),
 }
 
 impl PackedBytes {
-    fn zeroed(len: usize) -> PackedBytes {
-        match memmap2::MmapMut::map_anon(len.max(1)) {
+    /// `len` zero bytes of anonymous memory.
+    pub fn zeroed(len: usize) -> PackedBytes {
+        if len == 0 {
+            return PackedBytes::Heap(Vec::new());
+        }
+        match memmap2::MmapMut::map_anon(len) {
             Ok(m) => {
                 #[cfg(target_os = "linux")]
                 let _ = m.advise(memmap2::Advice::HugePage);
-                PackedBytes(Storage::Mapped(m))
+                PackedBytes::Anonymous(m)
             }
-            Err(_) => PackedBytes(Storage::Heap(vec![0; len])),
+            Err(_) => PackedBytes::Heap(vec![0; len]),
         }
     }
-}
 
-impl std::ops::Deref for PackedBytes {
-    type Target = [u8];
-    fn deref(&self) -> &[u8] {
-        match &self.0 {
-            Storage::Mapped(m) => m,
-            Storage::Heap(v) => v,
-        }
-    }
-}
-
-impl std::ops::DerefMut for PackedBytes {
-    fn deref_mut(&mut self) -> &mut [u8] {
-        match &mut self.0 {
-            Storage::Mapped(m) => m,
-            Storage::Heap(v) => v,
+    fn bytes(&self) -> &[u8] {
+        match self {
+            PackedBytes::Anonymous(m) => m,
+            PackedBytes::Heap(v) => v,
+            PackedBytes::Shared(map, range) => &(**map).as_ref()[range.clone()],
         }
     }
 }
 
 impl Packed {
+    /// The packed form of a `ty` matrix of `n_out` rows of `n_in` values held in `data` (of
+    /// `packed_len` bytes, filled by `pack_into`).
+    pub fn new(ty: GgmlType, n_in: usize, n_out: usize, data: PackedBytes) -> Packed {
+        let (n_groups, group_bytes) = shape(ty, n_in, n_out);
+        assert_eq!(data.bytes().len(), n_groups * group_bytes, "{ty}: packed bytes of the wrong size");
+        Packed { ty, n_groups, group_bytes, data }
+    }
+
+    /// All the packed bytes, group after group.
+    pub fn bytes(&self) -> &[u8] {
+        self.data.bytes()
+    }
+
     /// The bytes of group `g` (all its super-blocks).
     pub fn group(&self, g: usize) -> &[u8] {
-        &self.data[g * self.group_bytes..(g + 1) * self.group_bytes]
+        &self.data.bytes()[g * self.group_bytes..(g + 1) * self.group_bytes]
     }
+}
+
+/// (whole groups, bytes per group) of a packed `ty` matrix.
+fn shape(ty: GgmlType, n_in: usize, n_out: usize) -> (usize, usize) {
+    let group_block = match ty {
+        GgmlType::Q4_K => Q4_K_GROUP_BLOCK,
+        GgmlType::Q5_K => Q5_K_GROUP_BLOCK,
+        GgmlType::Q6_K => Q6_K_GROUP_BLOCK,
+        GgmlType::Q8_0 => Q8_0_GROUP_BLOCK,
+        _ => panic!("no interleaved layout for {ty}"),
+    };
+    (n_out / COLS, n_in / ty.block_size() * group_block)
+}
+
+/// Bytes of the packed form of a `ty` matrix of `n_out` rows of `n_in` values.
+pub fn packed_len(ty: GgmlType, n_in: usize, n_out: usize) -> usize {
+    let (n_groups, group_bytes) = shape(ty, n_in, n_out);
+    n_groups * group_bytes
 }
 
 /// Whether `ty` has an interleaved layout (and packed kernels).
@@ -134,23 +159,40 @@ const SLICE_GROUPS: usize = 512;
 type PackGroup = fn(&[u8], usize, usize, &mut [u8]);
 
 /// Interleaves a matrix of `n_out` rows of `n_in` values of a type with a layout (`data` as
-/// in the file), reporting progress to `done` after each slice of rows; rows past the last
-/// whole group are left to the unpacked kernels.
-pub fn pack(ty: GgmlType, data: &[u8], n_in: usize, n_out: usize, mut done: impl FnMut(Range<usize>)) -> Packed {
-    let (group_block, pack_group): (usize, PackGroup) = match ty {
-        GgmlType::Q4_K => (Q4_K_GROUP_BLOCK, pack_group_q4_k),
-        GgmlType::Q5_K => (Q5_K_GROUP_BLOCK, pack_group_q5_k),
-        GgmlType::Q6_K => (Q6_K_GROUP_BLOCK, pack_group_q6_k),
-        GgmlType::Q8_0 => (Q8_0_GROUP_BLOCK, pack_group_q8_0),
+/// in the file) into anonymous memory, reporting progress to `done` after each slice of rows.
+pub fn pack(ty: GgmlType, data: &[u8], n_in: usize, n_out: usize, done: impl FnMut(Range<usize>)) -> Packed {
+    let mut bytes = PackedBytes::zeroed(packed_len(ty, n_in, n_out));
+    let dst = match &mut bytes {
+        PackedBytes::Anonymous(m) => &mut m[..],
+        PackedBytes::Heap(v) => &mut v[..],
+        PackedBytes::Shared(..) => unreachable!("zeroed memory is not shared"),
+    };
+    pack_into(ty, data, n_in, n_out, dst, done);
+    Packed::new(ty, n_in, n_out, bytes)
+}
+
+/// `pack` into `dst` (`packed_len` bytes); rows past the last whole group are left to the
+/// unpacked kernels.
+pub fn pack_into(
+    ty: GgmlType,
+    data: &[u8],
+    n_in: usize,
+    n_out: usize,
+    dst: &mut [u8],
+    mut done: impl FnMut(Range<usize>),
+) {
+    let pack_group: PackGroup = match ty {
+        GgmlType::Q4_K => pack_group_q4_k,
+        GgmlType::Q5_K => pack_group_q5_k,
+        GgmlType::Q6_K => pack_group_q6_k,
+        GgmlType::Q8_0 => pack_group_q8_0,
         _ => panic!("no interleaved layout for {ty}"),
     };
     let nb = n_in / ty.block_size();
-    let n_groups = n_out / COLS;
-    let group_bytes = nb * group_block;
+    let (_, group_bytes) = shape(ty, n_in, n_out);
     let row_bytes = data.len() / n_out;
-    let mut out = PackedBytes::zeroed(n_groups * group_bytes);
-    let len = n_groups * group_bytes;
-    for (s, slice) in out[..len].chunks_mut(SLICE_GROUPS * group_bytes).enumerate() {
+    assert_eq!(dst.len(), packed_len(ty, n_in, n_out), "{ty}: destination of the wrong size");
+    for (s, slice) in dst.chunks_mut(SLICE_GROUPS * group_bytes).enumerate() {
         let first = s * SLICE_GROUPS;
         slice.par_chunks_mut(group_bytes).enumerate().for_each(|(i, dst)| {
             let g = first + i;
@@ -158,7 +200,6 @@ pub fn pack(ty: GgmlType, data: &[u8], n_in: usize, n_out: usize, mut done: impl
         });
         done(first * COLS..(first * COLS + slice.len() / group_bytes * COLS));
     }
-    Packed { ty, n_groups, group_bytes, data: out }
 }
 
 /// Where a Q4_K-like block keeps its fields: (block size, d, dmin, packed scales, nibbles).

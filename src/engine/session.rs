@@ -10,9 +10,10 @@ use std::time::Instant;
 
 use super::EngineError;
 use crate::chat::{Message, render};
+use crate::cpu::pack_cache::CacheWrite;
 use crate::cuda::{CudaModel, Device, DeviceRequest, GpuInfo, choose, probe};
 use crate::gguf::GgufFile;
-use crate::model::{CpuModel, Forward, ModelConfig, ModelError};
+use crate::model::{CpuModel, Forward, ModelConfig, ModelError, Preparation};
 use crate::sampler::{GenerateParams, Generated, SpecialTokens, answer_ids, generate};
 use crate::summary::Summary;
 use crate::tokenizer::{EncodeOptions, Tokenizer};
@@ -23,6 +24,10 @@ pub struct LoadOptions {
     pub threads: Option<usize>,
     /// Where the forward pass runs.
     pub device: DeviceRequest,
+    /// Keep the CPU's packed weights in a cache file in `paths::pack_cache_dir()` so that the
+    /// next load maps them instead of packing again (`cpu::pack_cache`). The front ends turn it
+    /// on; off by default, so that library users and tests write nothing unasked.
+    pub pack_cache: bool,
 }
 
 /// What the front ends show about a loaded model.
@@ -46,6 +51,8 @@ pub struct ModelInfo {
     pub device: String,
     /// The GPU running it, when it is one.
     pub gpu: Option<GpuInfo>,
+    /// How the weights were made ready for the kernels.
+    pub prepared: Preparation,
     pub load_ms: f64,
 }
 
@@ -129,6 +136,7 @@ pub struct Session {
     tokenizer: Arc<Tokenizer>,
     commands: Option<Sender<Command>>,
     worker: Option<JoinHandle<()>>,
+    pack_cache_write: std::sync::Mutex<Option<CacheWrite>>,
 }
 
 impl Session {
@@ -149,11 +157,12 @@ impl Session {
         // The tokenizer builds while the weights are checked and repacked.
         let (tokenizer, model) = std::thread::scope(|s| {
             let tokenizer = s.spawn(|| Tokenizer::from_gguf(&gguf));
-            let model = load_model(&gguf, options.device, progress);
+            let model = load_model(&gguf, options, progress);
             (tokenizer.join(), model)
         });
         let tokenizer = Arc::new(tokenizer.map_err(|_| EngineError::Internal("tokenizer thread panicked".into()))??);
-        let (model, device, gpu) = model.map_err(|e| EngineError::Load(e.to_string()))?;
+        let Loaded { model, device, gpu, prepared, pack_cache_write } =
+            model.map_err(|e| EngineError::Load(e.to_string()))?;
         let mask = tokenizer.special.mask.ok_or_else(|| {
             EngineError::Load(format!(
                 "{}: no mask token (tokenizer.ggml.mask_token_id); is this a diffusion model?",
@@ -184,6 +193,7 @@ impl Session {
             options,
             device,
             gpu,
+            prepared,
             load_ms: start.elapsed().as_secs_f64() * 1e3,
         };
         let (tx, rx) = channel();
@@ -192,11 +202,20 @@ impl Session {
             .name("dllm-engine".into())
             .spawn(move || worker_loop(model, pool, worker_tokenizer, special, rx))
             .map_err(|e| EngineError::Internal(e.to_string()))?;
-        Ok(Session { info, tokenizer, commands: Some(tx), worker: Some(worker) })
+        let pack_cache_write = std::sync::Mutex::new(pack_cache_write);
+        Ok(Session { info, tokenizer, commands: Some(tx), worker: Some(worker), pack_cache_write })
     }
 
     pub fn info(&self) -> &ModelInfo {
         &self.info
+    }
+
+    /// Waits for the pack cache file this load is writing in the background, if it is: its
+    /// path, or why it could not be written (the model runs either way). A command-line run
+    /// calls this before it exits, since an unfinished cache file is thrown away.
+    pub fn wait_for_pack_cache(&self) -> Option<Result<PathBuf, String>> {
+        let handle = self.pack_cache_write.lock().ok()?.take()?;
+        Some(handle.join().unwrap_or_else(|_| Err("the pack cache writer panicked".into())))
     }
 
     pub fn tokenizer(&self) -> &Tokenizer {
@@ -265,17 +284,32 @@ impl Drop for Session {
     }
 }
 
-/// The model on the device the request resolves to, with the reason for the choice.
-type Loaded = (Box<dyn Forward>, String, Option<GpuInfo>);
+/// The model on the device the request resolves to.
+struct Loaded {
+    model: Box<dyn Forward>,
+    /// The device and the reason for the choice.
+    device: String,
+    gpu: Option<GpuInfo>,
+    prepared: Preparation,
+    pack_cache_write: Option<CacheWrite>,
+}
 
-fn load_model(gguf: &Arc<GgufFile>, request: DeviceRequest, progress: &dyn Fn(f32)) -> Result<Loaded, ModelError> {
+fn load_model(gguf: &Arc<GgufFile>, options: LoadOptions, progress: &dyn Fn(f32)) -> Result<Loaded, ModelError> {
+    let request = options.device;
     let needed = if request == DeviceRequest::Cpu { 0 } else { CudaModel::bytes_needed(gguf)? };
     let choice = choose(request, needed, probe())?;
     Ok(match choice.device {
-        Device::Cpu => (Box::new(CpuModel::load_with_progress(gguf.clone(), progress)?), choice.reason, None),
+        Device::Cpu => {
+            let dir = options.pack_cache.then(crate::paths::pack_cache_dir);
+            let mut model = CpuModel::load_with(gguf.clone(), dir.as_deref(), progress)?;
+            let (prepared, pack_cache_write) = (model.prepared().clone(), model.take_pack_cache_write());
+            Loaded { model: Box::new(model), device: choice.reason, gpu: None, prepared, pack_cache_write }
+        }
         Device::Cuda(gpu) => {
             let model = CudaModel::load_with_progress(gguf.clone(), &gpu, progress)?;
-            (Box::new(model), format!("CUDA: {}", choice.reason), Some(gpu))
+            let device = format!("CUDA: {}", choice.reason);
+            let prepared = Preparation::Uploaded;
+            Loaded { model: Box::new(model), device, gpu: Some(gpu), prepared, pack_cache_write: None }
         }
     })
 }

@@ -58,6 +58,8 @@ impl Bytes {
 /// A parsed GGUF file whose tensor data stays in the (mapped) file.
 pub struct GgufFile {
     path: PathBuf,
+    /// Which version of which file was mapped (None for in-memory images).
+    identity: Option<FileIdentity>,
     bytes: Bytes,
     version: u32,
     alignment: u64,
@@ -77,7 +79,8 @@ impl GgufFile {
         // truncating the file while it is mapped is outside what any mmap reader can defend
         // against (llama.cpp makes the same assumption).
         let map = unsafe { memmap2::Mmap::map(&file) }.map_err(io)?;
-        Self::parse(path, Bytes::Mapped(map))
+        let identity = file.metadata().ok().map(|m| FileIdentity::of(&m));
+        Ok(GgufFile { identity, ..Self::parse(path, Bytes::Mapped(map))? })
     }
 
     /// Parses a GGUF image held in memory; `name` stands in for the path in messages.
@@ -174,7 +177,7 @@ impl GgufFile {
                 return Err(corrupt(format!("tensors '{}' and '{}' overlap", pair[0].name, pair[1].name)));
             }
         }
-        Ok(GgufFile { path, bytes, version, alignment, metadata, index, tensors, tensor_index })
+        Ok(GgufFile { path, identity: None, bytes, version, alignment, metadata, index, tensors, tensor_index })
     }
 
     pub fn path(&self) -> &Path {
@@ -249,6 +252,12 @@ impl GgufFile {
         self.data_range(t.offset, t.n_bytes)
     }
 
+    /// Which version of which file this is, for caches derived from it; None for in-memory
+    /// images.
+    pub fn identity(&self) -> Option<&FileIdentity> {
+        self.identity.as_ref()
+    }
+
     /// Tells the OS that the mapped pages of `offset..offset + n_bytes` are not needed now
     /// (after the weights there were copied into another layout). They are read again from
     /// the file if touched later; nothing changes for in-memory images.
@@ -273,6 +282,31 @@ impl GgufFile {
     /// were checked against the file length in `parse`; other ranges panic when outside it.
     pub fn data_range(&self, offset: u64, n_bytes: u64) -> &[u8] {
         &self.bytes.as_slice()[offset as usize..(offset + n_bytes) as usize]
+    }
+}
+
+/// A file's length, modification time and (on Unix) device and inode: a cache built from the
+/// file is valid while these are unchanged.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileIdentity {
+    pub len: u64,
+    pub modified_ns: u128,
+    pub device: u64,
+    pub inode: u64,
+}
+
+impl FileIdentity {
+    pub fn of(m: &std::fs::Metadata) -> FileIdentity {
+        let modified_ns =
+            m.modified().ok().and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok()).map_or(0, |d| d.as_nanos());
+        #[cfg(unix)]
+        let (device, inode) = {
+            use std::os::unix::fs::MetadataExt;
+            (m.dev(), m.ino())
+        };
+        #[cfg(not(unix))]
+        let (device, inode) = (0, 0);
+        FileIdentity { len: m.len(), modified_ns, device, inode }
     }
 }
 

@@ -1,11 +1,13 @@
 //! The forward pass on the CPU with the reference operations.
 
+use std::path::Path;
 use std::sync::Arc;
 
 use super::kv_cache::KvCache;
 use super::weights::{MatrixRef, Weights};
-use super::{Forward, ModelConfig, ModelError, Pass};
+use super::{Forward, ModelConfig, ModelError, Pass, Preparation};
 use crate::cpu::active_isa;
+use crate::cpu::pack_cache::{CacheWrite, MatrixSpec, PackCache};
 use crate::cpu::repack::{COLS, has_layout, pack};
 use crate::gguf::GgufFile;
 use crate::ops::attention::{AttentionScratch, AttentionShape, attention};
@@ -41,6 +43,14 @@ pub struct CpuModel {
     weights: Weights,
     scratch: Scratch,
     cache: KvCache,
+    prepared: Prepared,
+}
+
+/// How the weights were made ready for the kernels at load.
+struct Prepared {
+    how: Preparation,
+    /// The background write of a new cache file, while it has not been waited for.
+    cache_write: Option<CacheWrite>,
 }
 
 impl CpuModel {
@@ -50,13 +60,37 @@ impl CpuModel {
 
     /// `load`, reporting the fraction of the weights prepared (repacked) so far to `progress`.
     pub fn load_with_progress(gguf: Arc<GgufFile>, progress: &dyn Fn(f32)) -> Result<CpuModel, ModelError> {
+        Self::load_with(gguf, None, progress)
+    }
+
+    /// `load_with_progress`, keeping the packed weights in a cache file in `pack_cache`
+    /// (`cpu::pack_cache`): mapped from there when a valid one exists, else packed in memory
+    /// and written there in the background.
+    pub fn load_with(
+        gguf: Arc<GgufFile>,
+        pack_cache: Option<&Path>,
+        progress: &dyn Fn(f32),
+    ) -> Result<CpuModel, ModelError> {
         let config = ModelConfig::from_gguf(&gguf)?;
         let mut weights = Weights::locate(&gguf, &config)?;
-        if active_isa().is_x86_simd() {
-            pack_for_kernels(&gguf, &mut weights, progress);
-        }
+        let prepared = if active_isa().is_x86_simd() {
+            pack_for_kernels(&gguf, &mut weights, pack_cache, progress)
+        } else {
+            Prepared { how: Preparation::Mapped, cache_write: None }
+        };
         progress(1.0);
-        Ok(CpuModel { gguf, config, weights, scratch: Scratch::default(), cache: KvCache::default() })
+        Ok(CpuModel { gguf, config, weights, scratch: Scratch::default(), cache: KvCache::default(), prepared })
+    }
+
+    /// How the weights were prepared.
+    pub fn prepared(&self) -> &Preparation {
+        &self.prepared.how
+    }
+
+    /// The background write of the pack cache file this load started, if any (to wait for it
+    /// before the process ends, since an unfinished one is thrown away).
+    pub fn take_pack_cache_write(&mut self) -> Option<CacheWrite> {
+        self.prepared.cache_write.take()
     }
 
     pub fn gguf(&self) -> &Arc<GgufFile> {
@@ -81,14 +115,34 @@ impl CpuModel {
     }
 }
 
-/// Copies every Q4_K, Q5_K, Q6_K and Q8_0 product matrix into the interleaved layout of the AVX2 kernels
-/// and lets the OS drop the mapped pages it came from (the embedding table, read row by row,
-/// stays).
-fn pack_for_kernels(gguf: &GgufFile, weights: &mut Weights, progress: &dyn Fn(f32)) {
+/// Gives every Q4_K, Q5_K, Q6_K and Q8_0 product matrix its interleaved layout for the packed
+/// kernels: mapped from a valid cache file in `pack_cache`, or packed in memory (letting the OS
+/// drop the mapped pages it came from; the embedding table, read row by row, stays) and then,
+/// with a cache directory, written there in the background.
+fn pack_for_kernels(
+    gguf: &GgufFile,
+    weights: &mut Weights,
+    pack_cache: Option<&Path>,
+    progress: &dyn Fn(f32),
+) -> Prepared {
     let embd_offset = weights.token_embd.offset;
     let packs = |m: &MatrixRef| has_layout(m.ty) && m.n_out >= COLS;
+    let specs: Vec<MatrixSpec> = weights
+        .products_mut()
+        .filter(|m| packs(m))
+        .map(|m| MatrixSpec { ty: m.ty, n_in: m.n_in, n_out: m.n_out, source_offset: m.offset as u64 })
+        .collect();
+    let cache = pack_cache.and_then(|dir| PackCache::for_model(dir, gguf, &specs));
+    if let Some(packed) = cache.as_ref().and_then(|c| c.read(&specs)) {
+        for (m, p) in weights.products_mut().filter(|m| packs(m)).zip(packed) {
+            m.packed = Some(Arc::new(p));
+        }
+        let path = cache.expect("read from it").path().to_path_buf();
+        return Prepared { how: Preparation::FromPackCache(path), cache_write: None };
+    }
     let total: usize = weights.products_mut().filter(|m| packs(m)).map(|m| m.n_bytes).sum();
     let mut done = 0;
+    let mut packed_all = Vec::with_capacity(specs.len());
     for m in weights.products_mut() {
         if !packs(m) {
             continue;
@@ -96,14 +150,22 @@ fn pack_for_kernels(gguf: &GgufFile, weights: &mut Weights, progress: &dyn Fn(f3
         let row_bytes = (m.n_bytes / m.n_out) as u64;
         let (offset, shared_with_embedding) = (m.offset as u64, m.offset == embd_offset);
         let source = gguf.data_range(offset, m.n_bytes as u64);
-        let packed = pack(m.ty, source, m.n_in, m.n_out, |rows| {
+        let packed = Arc::new(pack(m.ty, source, m.n_in, m.n_out, |rows| {
             if !shared_with_embedding {
                 gguf.release(offset + rows.start as u64 * row_bytes, rows.len() as u64 * row_bytes);
             }
             done += rows.len() * row_bytes as usize;
             progress(done as f32 / total as f32);
-        });
-        m.packed = Some(Arc::new(packed));
+        }));
+        packed_all.push(packed.clone());
+        m.packed = Some(packed);
+    }
+    match cache {
+        Some(cache) => Prepared {
+            how: Preparation::PackedWritingCache(cache.path().to_path_buf()),
+            cache_write: Some(cache.write_in_background(packed_all)),
+        },
+        None => Prepared { how: Preparation::PackedInMemory, cache_write: None },
     }
 }
 

@@ -4,6 +4,7 @@
 mod config;
 mod cpu;
 mod kv_cache;
+mod preparation;
 pub(crate) mod weights;
 
 use std::ops::Range;
@@ -11,6 +12,7 @@ use std::ops::Range;
 pub use config::{Family, ModelConfig, RopeStyle};
 pub use cpu::CpuModel;
 pub use kv_cache::KvCache;
+pub use preparation::Preparation;
 
 use crate::quant::GgmlType;
 

@@ -16,7 +16,11 @@ use egui_kittest::kittest::Queryable;
 fn harness() -> Harness<'static, DllmApp> {
     // Random-weight fixtures produce tokens like emoji that the bundled fonts lack; the app
     // draws a box for them (its own policy), which the harness would otherwise override.
-    Harness::builder().with_size([1200.0, 900.0]).allow_missing_glyphs().build_eframe(|cc| DllmApp::new(cc, None))
+    let mut h =
+        Harness::builder().with_size([1200.0, 900.0]).allow_missing_glyphs().build_eframe(|cc| DllmApp::new(cc, None));
+    // Nothing written to the user's cache directory (the pack cache has its own tests).
+    h.state_mut().settings.pack_cache = false;
+    h
 }
 
 fn load(h: &mut Harness<'static, DllmApp>, path: &str) {
@@ -183,7 +187,7 @@ fn device_and_threads_settings_apply_when_the_model_reloads() {
     h.run_steps(3);
     wait_for(&mut h, "the reload", |a| !a.is_loading());
     let info = h.state().session.as_ref().unwrap().info();
-    assert_eq!(info.options, LoadOptions { threads: Some(1), device: DeviceRequest::Cpu });
+    assert_eq!(info.options, LoadOptions { threads: Some(1), device: DeviceRequest::Cpu, pack_cache: false });
     assert_eq!(info.threads, 1);
     assert_eq!(info.device, "CPU, as requested");
     assert!(h.query_by_label("Reload the model with these settings").is_none(), "nothing left to apply");

@@ -3,12 +3,10 @@
 
 use crate::common;
 
-use std::process::Command;
-
 use common::{data, read_f32, read_i32};
 
 fn dllm(args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_dllm")).args(args).output().unwrap();
+    let out = common::dllm_command().args(args).output().unwrap();
     (out.status.success(), String::from_utf8(out.stdout).unwrap(), String::from_utf8(out.stderr).unwrap())
 }
 

@@ -130,7 +130,13 @@ fn run_uses_the_demo_model_when_no_model_is_given() {
     assert!(stderr.contains("built-in demo model"), "{stderr}");
     let words = stdout.split_whitespace().count();
     assert!(words >= 10, "a story, not {stdout:?}");
-    let cached: Vec<_> = std::fs::read_dir(cache.join("dllm")).unwrap().map(|e| e.unwrap().file_name()).collect();
+    // The demo model's copy (the `packed` folder beside it is the pack cache).
+    let cached: Vec<_> = std::fs::read_dir(cache.join("dllm"))
+        .unwrap()
+        .map(|e| e.unwrap())
+        .filter(|e| e.file_type().unwrap().is_file())
+        .map(|e| e.file_name())
+        .collect();
     assert_eq!(cached.len(), 1, "one complete copy, no partial file: {cached:?}");
     std::fs::remove_dir_all(&cache).unwrap();
 }

@@ -112,7 +112,7 @@ fn run_page_script(page: &str) -> Option<serde_json::Value> {
 #[test]
 fn run_writes_the_page_with_html() {
     let out = std::env::temp_dir().join(format!("dllm-export-test-{}.html", std::process::id()));
-    let status = Command::new(env!("CARGO_BIN_EXE_dllm"))
+    let status = common::dllm_command()
         .args(["run", "-m", &data("models/dream-tiny-Q8_0.gguf"), "--gen", "16", "--steps", "8", "--no-early-stop"])
         .args(["--html", out.to_str().unwrap(), "Hello"])
         .output()
@@ -128,7 +128,7 @@ fn run_writes_the_page_with_html() {
 
 #[test]
 fn an_unwritable_page_path_fails_before_the_run() {
-    let out = Command::new(env!("CARGO_BIN_EXE_dllm"))
+    let out = common::dllm_command()
         .args(["run", "-m", &data("models/llada-tiny-Q8_0.gguf"), "--gen", "16", "--steps", "8"])
         .args(["--html", "/nonexistent-dir/page.html", "Hello"])
         .output()

@@ -16,6 +16,7 @@ mod gguf_corrupt;
 mod hub;
 mod kernels;
 mod logits;
+mod pack_cache;
 mod sampler_options;
 mod session;
 mod snapshots;

@@ -22,6 +22,8 @@ fn harness() -> Harness<'static, DllmApp> {
     let cache = std::env::temp_dir().join(format!("dllm-snapshot-hub-{}", std::process::id()));
     std::fs::create_dir_all(&cache).unwrap();
     h.state_mut().settings.hf_cache = Some(cache);
+    // Nothing written to the user's cache directory (the pack cache has its own tests).
+    h.state_mut().settings.pack_cache = false;
     h
 }
 

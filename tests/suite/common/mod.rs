@@ -8,6 +8,14 @@ pub fn data(path: &str) -> String {
     format!("{}/tests/data/{path}", env!("CARGO_MANIFEST_DIR"))
 }
 
+/// The built `dllm` binary, with its cache directory (XDG_CACHE_HOME) in a temporary folder of
+/// this test process, so that no test writes to the user's cache.
+pub fn dllm_command() -> std::process::Command {
+    let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_dllm"));
+    c.env("XDG_CACHE_HOME", std::env::temp_dir().join(format!("dllm-test-cache-{}", std::process::id())));
+    c
+}
+
 pub fn read_f32(path: &str) -> Vec<f32> {
     std::fs::read(data(path)).unwrap().chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect()
 }

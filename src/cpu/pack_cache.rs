@@ -1,0 +1,190 @@
+//! Packed weights kept on disk, so that only the first load of a model pays for packing.
+//!
+//! Why: packing needs a fresh copy of the weights, and on the virtual machines this runs on,
+//! fresh anonymous memory is the slow part of a load, not the packing: populating 4.9 GB of it
+//! took 9.5 s here, mapping the same amount of a file already in the page cache 0.4-0.9 s. So
+//! after the first load packs in memory, a background thread writes the packed matrices to
+//! one file in the cache directory, and later loads map that file read-only.
+//!
+//! A cache file is trusted only under its final name and only with the expected header. It is
+//! written under a temporary name, flushed to disk, then renamed, so an interrupted write never
+//! looks complete; the header names the source file (length, modification time, device,
+//! inode) and fingerprints the layout (format version and every matrix's type, shape and
+//! offset). Any difference, or a file of the wrong length, means: pack again and rewrite.
+//! There is one cache file per model path, so a changed model replaces its old cache.
+
+use std::fs::File;
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::thread::JoinHandle;
+
+use super::repack::{Packed, PackedBytes, packed_len};
+use crate::gguf::GgufFile;
+use crate::quant::GgmlType;
+
+const MAGIC: &[u8; 8] = b"DLLMPACK";
+/// Bumped whenever a packed layout (`cpu::repack`) changes, which invalidates every cache.
+const FORMAT_VERSION: u32 = 1;
+/// Header bytes; regions start page-aligned after it.
+const HEADER: usize = 4096;
+const ALIGN: usize = 4096;
+
+/// A cache file being written: joins to its path, or to why it could not be written.
+pub type CacheWrite = JoinHandle<Result<PathBuf, String>>;
+
+/// One matrix to pack: its type, shape and where its data starts in the source file.
+#[derive(Debug, Clone, Copy)]
+pub struct MatrixSpec {
+    pub ty: GgmlType,
+    pub n_in: usize,
+    pub n_out: usize,
+    pub source_offset: u64,
+}
+
+/// The cache file of one model: where it lives and what its header must say.
+pub struct PackCache {
+    path: PathBuf,
+    header: Vec<u8>,
+    /// Byte range of each matrix's packed data in the file.
+    regions: Vec<(usize, usize)>,
+    len: usize,
+}
+
+impl PackCache {
+    /// The cache file in `dir` for the matrices `specs` of `gguf`, or None for a model that is
+    /// not a mapped file (nothing to key a cache on).
+    pub fn for_model(dir: &Path, gguf: &GgufFile, specs: &[MatrixSpec]) -> Option<PackCache> {
+        let id = gguf.identity()?;
+        let source = std::fs::canonicalize(gguf.path()).unwrap_or_else(|_| gguf.path().to_path_buf());
+        let stem = source.file_stem().map_or("model".into(), |s| s.to_string_lossy().into_owned());
+        let name = format!("{stem}-{:016x}.dllmpack", fnv1a(source.to_string_lossy().as_bytes()));
+
+        let mut regions = Vec::with_capacity(specs.len());
+        let mut at = HEADER;
+        let mut layout = Vec::new();
+        layout.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
+        for s in specs {
+            let len = packed_len(s.ty, s.n_in, s.n_out);
+            regions.push((at, len));
+            at = (at + len).div_ceil(ALIGN) * ALIGN;
+            for v in [s.ty.id() as u64, s.n_in as u64, s.n_out as u64, s.source_offset] {
+                layout.extend_from_slice(&v.to_le_bytes());
+            }
+        }
+        let mut header = Vec::with_capacity(HEADER);
+        header.extend_from_slice(MAGIC);
+        header.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
+        header.extend_from_slice(&(specs.len() as u32).to_le_bytes());
+        header.extend_from_slice(&id.len.to_le_bytes());
+        header.extend_from_slice(&id.modified_ns.to_le_bytes());
+        header.extend_from_slice(&id.device.to_le_bytes());
+        header.extend_from_slice(&id.inode.to_le_bytes());
+        header.extend_from_slice(&fnv1a(&layout).to_le_bytes());
+        header.extend_from_slice(&(at as u64).to_le_bytes());
+        header.resize(HEADER, 0);
+        Some(PackCache { path: dir.join(name), header, regions, len: at })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The packed matrices from a valid cache file, mapped read-only (and populated, so the
+    /// first step does not take the page faults); None when there is none, or it was written
+    /// for another file, another version of it or another layout.
+    pub fn read(&self, specs: &[MatrixSpec]) -> Option<Vec<Packed>> {
+        let mut file = File::open(&self.path).ok()?;
+        if file.metadata().ok()?.len() != self.len as u64 {
+            return None;
+        }
+        let mut header = vec![0u8; HEADER];
+        file.read_exact(&mut header).ok()?;
+        if header != self.header {
+            return None;
+        }
+        // SAFETY: mapped read-only. dllm replaces cache files by renaming a new file over them,
+        // which leaves this mapping on the old file; another program truncating the file while
+        // it is mapped is outside what any mmap reader can defend against (as for the GGUF).
+        let map = unsafe { memmap2::MmapOptions::new().populate().map(&file) }.ok()?;
+        let map: Arc<dyn AsRef<[u8]> + Send + Sync> = Arc::new(map);
+        let packed = specs
+            .iter()
+            .zip(&self.regions)
+            .map(|(s, &(at, len))| Packed::new(s.ty, s.n_in, s.n_out, PackedBytes::Shared(map.clone(), at..at + len)))
+            .collect();
+        Some(packed)
+    }
+
+    /// Writes `packed` (the matrices of `specs`, in order) to the cache file on a background
+    /// thread: under a temporary name, flushed, then renamed. The handle tells how it went;
+    /// dropping it leaves the thread running (a process that exits before it ends leaves a
+    /// temporary file, removed by the next write).
+    pub fn write_in_background(self, packed: Vec<Arc<Packed>>) -> CacheWrite {
+        std::thread::spawn(move || {
+            let tmp = self.write_temporary(&packed).map_err(|e| format!("{}: {e}", self.path.display()))?;
+            std::fs::rename(&tmp, &self.path).map_err(|e| {
+                let _ = std::fs::remove_file(&tmp);
+                format!("{}: {e}", self.path.display())
+            })?;
+            Ok(self.path)
+        })
+    }
+
+    fn write_temporary(&self, packed: &[Arc<Packed>]) -> std::io::Result<PathBuf> {
+        let dir = self.path.parent().expect("cache files live in a directory");
+        std::fs::create_dir_all(dir)?;
+        remove_abandoned_temporaries(&self.path);
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        let tmp = temporary_name(&self.path, std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed));
+        let written = (|| {
+            let mut file = std::io::BufWriter::with_capacity(1 << 20, File::create_new(&tmp)?);
+            file.write_all(&self.header)?;
+            let mut at = HEADER;
+            for (p, &(start, len)) in packed.iter().zip(&self.regions) {
+                assert_eq!(p.bytes().len(), len, "packed matrix of an unexpected size");
+                file.write_all(&vec![0u8; start - at])?;
+                file.write_all(p.bytes())?;
+                at = start + len;
+            }
+            file.write_all(&vec![0u8; self.len - at])?;
+            file.into_inner().map_err(|e| e.into_error())?.sync_all()
+        })();
+        match written {
+            Ok(()) => Ok(tmp),
+            Err(e) => {
+                let _ = std::fs::remove_file(&tmp);
+                Err(e)
+            }
+        }
+    }
+}
+
+fn temporary_name(path: &Path, pid: u32, n: u64) -> PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(format!(".tmp-{pid}-{n}"));
+    PathBuf::from(name)
+}
+
+/// Removes temporary files of `path` left by processes that no longer run (Linux only: other
+/// systems keep them until the cache directory is cleared).
+fn remove_abandoned_temporaries(path: &Path) {
+    let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else { return };
+    let prefix = format!("{}.tmp-", name.to_string_lossy());
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    for entry in entries.flatten() {
+        let file_name = entry.file_name().to_string_lossy().into_owned();
+        let Some(rest) = file_name.strip_prefix(&prefix) else { continue };
+        let pid = rest.split('-').next().and_then(|p| p.parse::<u32>().ok());
+        if cfg!(target_os = "linux") && pid.is_some_and(|p| !Path::new(&format!("/proc/{p}")).exists()) {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
+}
+
+/// FNV-1a, 64-bit: a stable hash for file names and the layout fingerprint (std's hasher may
+/// change between Rust releases, which would orphan every cache file).
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| (h ^ b as u64).wrapping_mul(0x0100_0000_01b3))
+}

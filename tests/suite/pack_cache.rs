@@ -1,0 +1,204 @@
+//! The pack cache (`cpu::pack_cache`): the first load packs in memory and writes the cache
+//! file, the next maps it and computes bit-identical logits; a cache for another version of the
+//! file, a damaged one or one that cannot be written is never used, and the model runs anyway.
+
+use crate::common;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use common::data;
+use dllm::cpu::active_isa;
+use dllm::gguf::GgufFile;
+use dllm::model::{CpuModel, Forward, Preparation};
+
+/// A fresh folder in the temporary directory for one test.
+fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("dllm-pack-cache-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn load(model: &Path, cache: Option<&Path>) -> CpuModel {
+    CpuModel::load_with(Arc::new(GgufFile::open(model).unwrap()), cache, &|_| {}).unwrap()
+}
+
+fn logits(m: &mut CpuModel) -> Vec<f32> {
+    let n_vocab = m.config().n_vocab as u32;
+    let canvas: Vec<u32> = (0..48u32).map(|i| (i * 37 + 11) % n_vocab).collect();
+    let rows: Vec<usize> = (0..48).collect();
+    let mut out = Vec::new();
+    m.forward(&canvas, &rows, &mut out).unwrap();
+    out
+}
+
+/// Loads with the cache and waits for the cache file; returns the model and the file.
+fn load_and_cache(model: &Path, cache: &Path) -> (CpuModel, PathBuf) {
+    let mut m = load(model, Some(cache));
+    let Preparation::PackedWritingCache(path) = m.prepared().clone() else {
+        panic!("expected a fresh pack, got: {}", m.prepared())
+    };
+    let written = m.take_pack_cache_write().expect("a cache write").join().unwrap();
+    assert_eq!(written, Ok(path.clone()));
+    (m, path)
+}
+
+fn packs_here() -> bool {
+    let packs = active_isa().is_x86_simd();
+    if !packs {
+        eprintln!("skipped: the {} path reads weights as mapped (nothing to pack)", active_isa().name());
+    }
+    packs
+}
+
+#[test]
+fn a_second_load_maps_the_cache_and_computes_the_same_logits() {
+    if !packs_here() {
+        return;
+    }
+    let cache = temp_dir("reuse");
+    // Q4_K with Q6_K, and Q8_0: every packed layout.
+    for file in ["llada-tiny-Q4_K_M", "dream-tiny-Q8_0"] {
+        let model = PathBuf::from(data(&format!("models/{file}.gguf")));
+        let want = logits(&mut load(&model, None));
+        let (mut first, path) = load_and_cache(&model, &cache);
+        assert!(path.starts_with(&cache) && path.exists(), "{}", path.display());
+        assert_eq!(logits(&mut first), want, "{file}: the load that wrote the cache");
+
+        let mut second = load(&model, Some(&cache));
+        assert_eq!(second.prepared(), &Preparation::FromPackCache(path.clone()), "{file}");
+        assert!(second.take_pack_cache_write().is_none(), "{file}: nothing to write on a hit");
+        assert_eq!(logits(&mut second), want, "{file}: the load from the cache");
+    }
+    // One file per model, no temporaries left.
+    let names: Vec<String> =
+        std::fs::read_dir(&cache).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    assert_eq!(names.len(), 2, "{names:?}");
+    assert!(names.iter().all(|n| n.ends_with(".dllmpack")), "{names:?}");
+    std::fs::remove_dir_all(&cache).ok();
+}
+
+/// What is done to a cache file, and how.
+type Spoil<'a> = (&'a str, &'a dyn Fn(&Path));
+
+#[test]
+fn a_damaged_cache_or_one_for_another_version_of_the_file_is_rebuilt() {
+    if !packs_here() {
+        return;
+    }
+    let dir = temp_dir("stale");
+    let cache = dir.join("cache");
+    // A copy of the model whose modification time the test can change.
+    let model = dir.join("model.gguf");
+    std::fs::copy(data("models/llada-tiny-Q4_K_M.gguf"), &model).unwrap();
+    let want = logits(&mut load(&model, None));
+
+    let damage: [Spoil; 3] = [
+        ("one byte short", &|p| {
+            let f = std::fs::OpenOptions::new().write(true).open(p).unwrap();
+            f.set_len(f.metadata().unwrap().len() - 1).unwrap();
+        }),
+        ("a changed header", &|p| {
+            let mut bytes = std::fs::read(p).unwrap();
+            bytes[60] ^= 1;
+            std::fs::write(p, bytes).unwrap();
+        }),
+        ("the model file modified since", &|_| {
+            let f = std::fs::OpenOptions::new().write(true).open(&model).unwrap();
+            f.set_modified(std::time::SystemTime::now() + std::time::Duration::from_secs(60)).unwrap();
+        }),
+    ];
+    for (what, spoil) in damage {
+        let _ = std::fs::remove_dir_all(&cache);
+        let (_, path) = load_and_cache(&model, &cache);
+        spoil(&path);
+        // Rebuilt, not used: the load packs again and rewrites the file, which then serves.
+        let (mut rebuilt, again) = load_and_cache(&model, &cache);
+        assert_eq!(again, path, "{what}");
+        assert_eq!(logits(&mut rebuilt), want, "{what}");
+        let mut hit = load(&model, Some(&cache));
+        assert_eq!(hit.prepared(), &Preparation::FromPackCache(path), "{what}");
+        assert_eq!(logits(&mut hit), want, "{what}");
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn an_unwritable_cache_directory_leaves_the_model_running_and_says_where() {
+    if !packs_here() {
+        return;
+    }
+    let dir = temp_dir("unwritable");
+    // A regular file where the cache directory should be: nothing can be created under it.
+    let blocker = dir.join("not-a-directory");
+    std::fs::write(&blocker, b"").unwrap();
+    let model = PathBuf::from(data("models/dream-tiny-Q8_0.gguf"));
+    let want = logits(&mut load(&model, None));
+    let mut m = load(&model, Some(&blocker.join("packed")));
+    assert!(matches!(m.prepared(), Preparation::PackedWritingCache(_)), "{}", m.prepared());
+    let err = m.take_pack_cache_write().unwrap().join().unwrap().unwrap_err();
+    assert!(err.contains("not-a-directory"), "{err}");
+    assert_eq!(logits(&mut m), want);
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn temporaries_of_ended_processes_are_removed_and_live_ones_kept() {
+    if !packs_here() {
+        return;
+    }
+    let cache = temp_dir("abandoned");
+    let model = PathBuf::from(data("models/dream-tiny-Q8_0.gguf"));
+    let (_, path) = load_and_cache(&model, &cache);
+    let temporary = |pid: u32| PathBuf::from(format!("{}.tmp-{pid}-0", path.display()));
+    // Above the kernel's largest process id (2^22), so no process has it.
+    let (ended, live) = (temporary(4_194_304 + 7), temporary(std::process::id()));
+    std::fs::write(&ended, b"partial").unwrap();
+    std::fs::write(&live, b"being written").unwrap();
+    std::fs::remove_file(&path).unwrap();
+    load_and_cache(&model, &cache);
+    if cfg!(target_os = "linux") {
+        assert!(!ended.exists(), "the ended process's temporary is removed");
+    }
+    assert!(live.exists(), "a running process's temporary is kept");
+    std::fs::remove_dir_all(&cache).ok();
+}
+
+/// The command line keeps the cache in the cache directory's `packed` folder, and
+/// `--no-pack-cache` writes nothing.
+#[test]
+fn dllm_run_writes_the_cache_unless_told_not_to() {
+    if !packs_here() {
+        return;
+    }
+    let home = temp_dir("cli");
+    let run = |extra: &[&str]| {
+        let out = common::dllm_command()
+            .env("XDG_CACHE_HOME", &home)
+            .args([
+                "run",
+                "-m",
+                &data("models/llada-tiny-Q4_K_M.gguf"),
+                "--gen",
+                "8",
+                "--steps",
+                "4",
+                "--block",
+                "8",
+                "--raw",
+            ])
+            .args(extra)
+            .arg("Hello")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    };
+    let packed = home.join("dllm").join("packed");
+    run(&["--no-pack-cache"]);
+    assert!(!packed.exists(), "--no-pack-cache wrote {}", packed.display());
+    run(&[]);
+    let files: Vec<_> = std::fs::read_dir(&packed).unwrap().map(|e| e.unwrap().path()).collect();
+    assert!(files.len() == 1 && files[0].extension().is_some_and(|e| e == "dllmpack"), "{files:?}");
+    std::fs::remove_dir_all(&home).ok();
+}
