@@ -40,6 +40,16 @@ fn avx2<const ROWS: usize>(bencher: divan::Bencher, shape: &str) {
     run(bencher, shape, ROWS, "avx2");
 }
 
+#[divan::bench(args = SHAPES.iter().map(|s| s.0), consts = [148, 512], sample_count = 3, sample_size = 1)]
+fn avxvnni<const ROWS: usize>(bencher: divan::Bencher, shape: &str) {
+    run(bencher, shape, ROWS, "avxvnni");
+}
+
+#[divan::bench(args = SHAPES.iter().map(|s| s.0), consts = [148, 512], sample_count = 3, sample_size = 1)]
+fn avx512vnni<const ROWS: usize>(bencher: divan::Bencher, shape: &str) {
+    run(bencher, shape, ROWS, "avx512vnni");
+}
+
 #[divan::bench(args = SHAPES.iter().map(|s| s.0), consts = [148, 512], sample_count = 2, sample_size = 1)]
 fn scalar<const ROWS: usize>(bencher: divan::Bencher, shape: &str) {
     run(bencher, shape, ROWS, "scalar");
@@ -54,7 +64,7 @@ fn run(bencher: divan::Bencher, shape: &str, rows: usize, isa: &str) {
     let data: Vec<u8> = (0..n_in / ty.block_size() * n_out * ty.type_size())
         .map(|i| (i.wrapping_mul(2654435761) >> 13) as u8 & 0x3f)
         .collect();
-    // The AVX2 path runs on the interleaved layout the model loader builds.
+    // The x86 SIMD paths run on the interleaved layout the model loader builds.
     let packed = (isa.is_x86_simd() && has_layout(ty)).then(|| pack(ty, &data, n_in, n_out, |_| {}));
     let w = Matrix { ty, n_in, n_out, data: &data, packed: packed.as_ref() };
     let x: Vec<f32> = (0..rows * n_in).map(|i| ((i % 97) as f32 - 48.0) / 16.0).collect();

@@ -9,6 +9,7 @@ use std::sync::Mutex;
 
 use rayon::prelude::*;
 
+use super::column_blocks::par_column_blocks;
 use crate::cpu::repack::{COLS, Packed};
 use crate::cpu::{Isa, ROW_GROUP, active_isa, dot_f32, dot_rows_q8_0, dot_rows_q8k, gemm_packed, gemm_packed_q8_0};
 use crate::quant::q8::{BlockQ8_0, BlockQ8K, quantize_q8_0, quantize_q8_k};
@@ -66,8 +67,9 @@ pub fn matmul_on(isa: Isa, x: &[f32], n_rows: usize, w: &Matrix, out: &mut [f32]
     if n_rows == 0 {
         return;
     }
-    grow(&mut scratch.out_t, n_rows * n_out);
-    match w.ty {
+    // The packed kernels write `out` directly; the other products write the columns from
+    // `transposed_from` on feature-major into `out_t`.
+    let transposed_from = match w.ty {
         GgmlType::Q4_K | GgmlType::Q5_K | GgmlType::Q6_K => {
             let nb = n_in / 256;
             if scratch.q8k.len() < n_rows * nb {
@@ -79,12 +81,16 @@ pub fn matmul_on(isa: Isa, x: &[f32], n_rows: usize, w: &Matrix, out: &mut [f32]
             let mut first_col = 0;
             if let Some(packed) = w.packed.filter(|_| isa.is_x86_simd()) {
                 let kernel = |g: &[u8], a: &[&[BlockQ8K]], o: &mut [[f32; COLS]]| gemm_packed(isa, packed.ty, g, a, o);
-                packed_products(packed, n_rows, acts, nb, kernel, &mut scratch.out_t);
+                packed_products(packed, n_rows, acts, nb, kernel, out, n_out);
                 first_col = packed.n_groups * COLS;
             }
             let ty = w.ty;
             let dot = move |wr: &[u8], a: &[&[BlockQ8K]], o: &mut [f32]| dot_rows_q8k(isa, ty, wr, a, o);
-            integer_products(w, first_col, n_rows, acts, nb, dot, &mut scratch.out_t);
+            if first_col < n_out {
+                grow(&mut scratch.out_t, n_rows * n_out);
+                integer_products(w, first_col, n_rows, acts, nb, dot, &mut scratch.out_t);
+            }
+            first_col
         }
         GgmlType::Q8_0 => {
             let nb = n_in / 32;
@@ -97,22 +103,34 @@ pub fn matmul_on(isa: Isa, x: &[f32], n_rows: usize, w: &Matrix, out: &mut [f32]
             let mut first_col = 0;
             if let Some(packed) = w.packed.filter(|_| isa.is_x86_simd()) {
                 let kernel = |g: &[u8], a: &[&[BlockQ8_0]], o: &mut [[f32; COLS]]| gemm_packed_q8_0(isa, g, a, o);
-                packed_products(packed, n_rows, acts, nb, kernel, &mut scratch.out_t);
+                packed_products(packed, n_rows, acts, nb, kernel, out, n_out);
                 first_col = packed.n_groups * COLS;
             }
             let dot = move |wr: &[u8], a: &[&[BlockQ8_0]], o: &mut [f32]| dot_rows_q8_0(isa, wr, a, o);
-            integer_products(w, first_col, n_rows, acts, nb, dot, &mut scratch.out_t);
+            if first_col < n_out {
+                grow(&mut scratch.out_t, n_rows * n_out);
+                integer_products(w, first_col, n_rows, acts, nb, dot, &mut scratch.out_t);
+            }
+            first_col
         }
-        _ => dequantized_products(isa, x, n_rows, w, scratch),
+        _ => {
+            grow(&mut scratch.out_t, n_rows * n_out);
+            dequantized_products(isa, x, n_rows, w, scratch);
+            0
+        }
+    };
+    if transposed_from == n_out {
+        return;
     }
-    // Back to row-major, a block of rows per task: each output feature's values for the block
-    // are one cache line of `out_t`, and the block's rows stay in L2 while they are written.
+    // The columns computed feature-major back to row-major, a block of rows per task: each
+    // output feature's values for the block are one cache line of `out_t`, and the block's rows
+    // stay in L2 while they are written.
     const BLOCK: usize = 16;
     let out_t = &scratch.out_t;
     out[..n_rows * n_out].par_chunks_mut(BLOCK * n_out).enumerate().for_each(|(b, rows)| {
         let first = b * BLOCK;
         let n = rows.len() / n_out;
-        for o in 0..n_out {
+        for o in transposed_from..n_out {
             for (i, v) in out_t[o * n_rows + first..][..n].iter().enumerate() {
                 rows[i * n_out + o] = *v;
             }
@@ -120,18 +138,20 @@ pub fn matmul_on(isa: Isa, x: &[f32], n_rows: usize, w: &Matrix, out: &mut [f32]
     });
 }
 
-/// `out_t[o][r] = dot(w[o], acts[r])` for the interleaved groups of a packed matrix, through
-/// `kernel(group, rows, out)` (`ROW_GROUP` activation rows at a time).
+/// `out[r][o] = dot(w[o], acts[r])` for the columns of the interleaved groups of a packed
+/// matrix (`out` row-major, `n_out` columns), through `kernel(group, rows, results)`
+/// (`ROW_GROUP` activation rows at a time), one group per task.
 fn packed_products<A: Sync>(
     packed: &Packed,
     n_rows: usize,
     acts: &[A],
     nb: usize,
     kernel: impl Fn(&[u8], &[&[A]], &mut [[f32; COLS]]) + Sync,
-    out_t: &mut [f32],
+    out: &mut [f32],
+    n_out: usize,
 ) {
-    out_t[..packed.n_groups * COLS * n_rows].par_chunks_mut(COLS * n_rows).enumerate().for_each(|(g, out_t)| {
-        let group_data = packed.group(g);
+    par_column_blocks(out, n_rows, n_out, packed.n_groups * COLS, COLS).for_each(|mut block| {
+        let group_data = packed.group(block.first_col() / COLS);
         let mut results = [[0f32; COLS]; ROW_GROUP];
         for first in (0..n_rows).step_by(ROW_GROUP) {
             let rows = ROW_GROUP.min(n_rows - first);
@@ -141,9 +161,7 @@ fn packed_products<A: Sync>(
             }
             kernel(group_data, &group[..rows], &mut results[..rows]);
             for (i, res) in results[..rows].iter().enumerate() {
-                for (c, v) in res.iter().enumerate() {
-                    out_t[c * n_rows + first + i] = *v;
-                }
+                block.row_mut(first + i).copy_from_slice(res);
             }
         }
     });

@@ -1,6 +1,7 @@
 //! The reference CPU operations of a forward pass.
 
 pub mod attention;
+mod column_blocks;
 pub mod matmul;
 pub mod norm;
 pub mod rope;
