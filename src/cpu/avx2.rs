@@ -298,15 +298,22 @@ unsafe fn gemm_k4_like_x8<O: Int8Dot, const R: usize>(
             }
             let d = _mm256_loadu_ps(p.add(l::D) as *const f32);
             let dmin = _mm256_loadu_ps(p.add(l::DMIN) as *const f32);
+            // Column c's mins of sub-blocks 2p and 2p+1, as i16 pairs.
+            let pair_mins: [__m256i; 4] = std::array::from_fn(|p2| {
+                _mm256_cvtepu8_epi16(_mm_loadu_si128(p.add(l::MINS + 16 * p2) as *const __m128i))
+            });
             for r in 0..R {
                 let y = a[r].get_unchecked(b);
+                // The activation sum of each 32-value sub-block j (its two 16-value sums; at most
+                // 32 x 128 in magnitude, so i16 holds it), packed so that 32-bit element
+                // PAIR_AT[p] holds sub-blocks 2p and 2p+1.
+                let bsums = _mm256_loadu_si256(y.bsums.as_ptr() as *const __m256i);
+                let sub = _mm256_madd_epi16(bsums, _mm256_set1_epi16(1));
+                let sub16 = _mm256_packs_epi32(sub, sub);
+                const PAIR_AT: [i32; 4] = [0, 1, 4, 5];
                 let mut mins = _mm256_setzero_si256();
-                for pair in 0..4 {
-                    let m = _mm256_cvtepu8_epi16(_mm_loadu_si128(p.add(l::MINS + 16 * pair) as *const __m128i));
-                    let s0 = y.bsums[4 * pair] + y.bsums[4 * pair + 1];
-                    let s1 = y.bsums[4 * pair + 2] + y.bsums[4 * pair + 3];
-                    let both = (s0 as u16 as u32 | ((s1 as u16 as u32) << 16)) as i32;
-                    mins = O::dot_i16(mins, m, _mm256_set1_epi32(both));
+                for (m, at) in pair_mins.iter().zip(PAIR_AT) {
+                    mins = O::dot_i16(mins, *m, _mm256_permutevar8x32_epi32(sub16, _mm256_set1_epi32(at)));
                 }
                 let da = _mm256_set1_ps(y.d);
                 sum[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[r]), _mm256_mul_ps(d, da), sum[r]);
@@ -359,11 +366,14 @@ unsafe fn gemm_q6_k_x8<O: Int8Dot, const R: usize>(group: &[u8], a: &[&[BlockQ8K
             let d = _mm256_loadu_ps(p.add(l::D) as *const f32);
             for r in 0..R {
                 let y = a[r].get_unchecked(b);
+                // 32-bit element `pair` of the activation sums holds those of scale groups
+                // 2 pair and 2 pair + 1, the i16 pair that column c's scale pair multiplies.
+                let bsums = _mm256_loadu_si256(y.bsums.as_ptr() as *const __m256i);
                 let mut offset = _mm256_setzero_si256();
                 for pair in 0..8 {
                     let sc = _mm256_cvtepi8_epi16(_mm_loadu_si128(p.add(l::SCALE_PAIRS + 16 * pair) as *const __m128i));
-                    let both = (y.bsums[2 * pair] as u16 as u32 | ((y.bsums[2 * pair + 1] as u16 as u32) << 16)) as i32;
-                    offset = O::dot_i16(offset, sc, _mm256_set1_epi32(both));
+                    let sums = _mm256_permutevar8x32_epi32(bsums, _mm256_set1_epi32(pair as i32));
+                    offset = O::dot_i16(offset, sc, sums);
                 }
                 let acc = _mm256_sub_epi32(acc[r], _mm256_slli_epi32(offset, 5));
                 sum[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc), _mm256_mul_ps(d, _mm256_set1_ps(y.d)), sum[r]);
