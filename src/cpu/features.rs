@@ -16,6 +16,7 @@ pub enum Isa {
     Avx512Vnni,
 }
 
+/// Every path, in the order of the enum (`ALL[isa as usize] == isa`).
 const ALL: [Isa; 4] = [Isa::Scalar, Isa::Avx2, Isa::AvxVnni, Isa::Avx512Vnni];
 
 impl Isa {
@@ -34,8 +35,14 @@ impl Isa {
         self != Isa::Scalar
     }
 
-    /// Whether this machine can run the path.
+    /// Whether this machine can run the path. Detected once: the safe kernel wrappers ask on
+    /// every call (tens of thousands per product).
     pub fn is_available(self) -> bool {
+        static AVAILABLE: OnceLock<[bool; 4]> = OnceLock::new();
+        AVAILABLE.get_or_init(|| ALL.map(Isa::detect))[self as usize]
+    }
+
+    fn detect(self) -> bool {
         #[cfg(target_arch = "x86_64")]
         {
             use std::is_x86_feature_detected as has;

@@ -1,5 +1,5 @@
-//! f32 vector kernels of attention and of the f32/f16 weight products: a dot product and
-//! `y += alpha * x`, on the chosen instruction set. The scalar forms here are the reference the
+//! f32 vector kernels of attention and of the f32/f16 weight products: a dot product,
+//! `y += alpha * x` and a softmax, on the chosen instruction set. The scalar forms here are the reference the
 //! SIMD ones are tested against.
 
 use super::Isa;
@@ -83,4 +83,28 @@ fn dot_scalar(a: &[f32], b: &[f32]) -> f32 {
         }
     }
     acc.iter().sum::<f32>() + tail
+}
+
+/// `scores = softmax(scores * scale)` in place (attention's weights for one query and head).
+pub fn softmax_scaled(isa: Isa, scores: &mut [f32], scale: f32) {
+    match isa {
+        // SAFETY: as for `dot_f32`.
+        #[cfg(target_arch = "x86_64")]
+        _ if isa.is_x86_simd() && isa.is_available() => unsafe { super::avx2_f32::softmax_scaled(scores, scale) },
+        _ => {
+            let mut max = f32::NEG_INFINITY;
+            for sc in scores.iter_mut() {
+                *sc *= scale;
+                max = max.max(*sc);
+            }
+            let mut sum = 0.0;
+            for sc in scores.iter_mut() {
+                *sc = (*sc - max).exp();
+                sum += *sc;
+            }
+            for sc in scores.iter_mut() {
+                *sc /= sum;
+            }
+        }
+    }
 }

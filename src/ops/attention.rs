@@ -3,7 +3,7 @@
 use rayon::prelude::*;
 
 use super::matmul::grow;
-use crate::cpu::{Rows, active_isa, dot_rows_f32, weighted_rows_f32};
+use crate::cpu::{Rows, active_isa, dot_rows_f32, softmax_scaled, weighted_rows_f32};
 
 /// Shapes of one attention call.
 #[derive(Clone, Copy)]
@@ -47,19 +47,7 @@ pub fn attention(q: &[f32], k: &[f32], v: &[f32], s: AttentionShape, out: &mut [
             for i in 0..n_rows {
                 let qi = &q[i * q_stride + h * hd..i * q_stride + (h + 1) * hd];
                 dot_rows_f32(isa, qi, head_rows(k), scores);
-                let mut max = f32::NEG_INFINITY;
-                for sc in scores.iter_mut() {
-                    *sc *= scale;
-                    max = max.max(*sc);
-                }
-                let mut sum = 0.0;
-                for sc in scores.iter_mut() {
-                    *sc = (*sc - max).exp();
-                    sum += *sc;
-                }
-                for sc in scores.iter_mut() {
-                    *sc /= sum;
-                }
+                softmax_scaled(isa, scores, scale);
                 let oi = &mut out_h[i * hd..(i + 1) * hd];
                 oi.fill(0.0);
                 weighted_rows_f32(isa, scores, head_rows(v), oi);

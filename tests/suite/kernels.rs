@@ -5,7 +5,7 @@
 use dllm::cpu::repack::{has_layout, pack};
 use dllm::cpu::{
     Isa, ROW_GROUP, Rows, dot_f32, dot_rows_f32, dot_rows_q8_0, dot_rows_q8k, gemm_packed, gemm_packed_q8_0,
-    weighted_rows_f32,
+    softmax_scaled, weighted_rows_f32,
 };
 use dllm::ops::matmul::{MatmulScratch, Matrix, matmul_on};
 use dllm::quant::blocks::{q4_k, q5_k, q6_k, q8_0};
@@ -220,6 +220,30 @@ fn f32_vector_kernels_match_scalar() {
                 let scale: f32 =
                     b[c].abs() + (0..count).map(|j| (weights[j] * matrix[j * stride + n + c]).abs()).sum::<f32>();
                 assert_close(got[c], want[c], scale, &format!("{isa:?} weighted_rows n {n} column {c}"));
+            }
+        }
+    }
+}
+
+/// Attention's softmax on every path against the scalar form (libm's expf, sequential sums):
+/// each weight within 1e-6 relative plus 1e-9 absolute. The vector exp is within about 2 ulp
+/// (2.4e-7) and the sum is added in another order (n x 6e-8 at worst, n <= 600 here), so a
+/// correct kernel stays well inside; a wrong lane, tail or scale is off by far more.
+#[test]
+fn softmax_matches_scalar() {
+    let mut rng = ChaCha8Rng::seed_from_u64(5);
+    for isa in Isa::available() {
+        for n in (1..=40).chain([148, 513, 600]) {
+            for spread in [0.5f32, 8.0, 200.0, 2000.0] {
+                let x: Vec<f32> = (0..n).map(|_| rng.random_range(-spread..spread)).collect();
+                let (mut want, mut got) = (x.clone(), x.clone());
+                softmax_scaled(Isa::Scalar, &mut want, 0.088);
+                softmax_scaled(isa, &mut got, 0.088);
+                for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+                    assert!((g - w).abs() <= 1e-6 * w + 1e-9, "{isa:?} n {n} spread {spread} #{i}: {g} vs {w}");
+                }
+                let total: f32 = got.iter().sum();
+                assert!((total - 1.0).abs() < 1e-5, "{isa:?} n {n}: weights sum to {total}");
             }
         }
     }
