@@ -84,7 +84,7 @@ pub enum PackedBytes {
 
 impl PackedBytes {
     /// `len` zero bytes of anonymous memory.
-    pub fn zeroed(len: usize) -> PackedBytes {
+    fn zeroed(len: usize) -> PackedBytes {
         if len == 0 {
             return PackedBytes::Heap(Vec::new());
         }

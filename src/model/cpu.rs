@@ -55,17 +55,13 @@ struct Prepared {
 
 impl CpuModel {
     pub fn load(gguf: Arc<GgufFile>) -> Result<CpuModel, ModelError> {
-        Self::load_with_progress(gguf, &|_| {})
+        Self::load_with(gguf, None, &|_| {})
     }
 
-    /// `load`, reporting the fraction of the weights prepared (repacked) so far to `progress`.
-    pub fn load_with_progress(gguf: Arc<GgufFile>, progress: &dyn Fn(f32)) -> Result<CpuModel, ModelError> {
-        Self::load_with(gguf, None, progress)
-    }
-
-    /// `load_with_progress`, keeping the packed weights in a cache file in `pack_cache`
-    /// (`cpu::pack_cache`): mapped from there when a valid one exists, else packed in memory
-    /// and written there in the background.
+    /// `load`, reporting the fraction of the weights prepared (repacked) so far to `progress`,
+    /// and with a `pack_cache` directory keeping the packed weights in a cache file there
+    /// (`cpu::pack_cache`): mapped from it when a valid one exists, else packed in memory and
+    /// written there in the background.
     pub fn load_with(
         gguf: Arc<GgufFile>,
         pack_cache: Option<&Path>,

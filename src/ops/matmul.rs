@@ -2,8 +2,8 @@
 //! that quantized models agree with llama.cpp: for Q8_0, Q4_K, Q5_K and Q6_K weights the
 //! activations are quantized to 8 bits once per product and each output is an integer block dot
 //! product (`quant::vec_dot`); other types are dequantized to f32 a tile of rows at a time.
-//! This is the oracle that the int8 SIMD kernels are tested against; on AVX2 the matrices with
-//! an interleaved copy (`cpu::repack`) run through the packed kernels.
+//! This is the oracle that the int8 SIMD kernels are tested against; on the x86 SIMD paths the
+//! matrices with an interleaved copy (`cpu::repack`) run through the packed kernels.
 
 use std::sync::Mutex;
 
@@ -44,7 +44,8 @@ impl Matrix<'_> {
 /// Buffers reused across calls so that a forward pass allocates nothing.
 #[derive(Default)]
 pub struct MatmulScratch {
-    /// Output in feature-major order, transposed into place at the end.
+    /// Output of the unpacked products in feature-major order, transposed into place at the end
+    /// (the packed kernels write row-major directly).
     out_t: Vec<f32>,
     /// One dequantization tile per worker thread.
     tiles: Vec<Mutex<Vec<f32>>>,
