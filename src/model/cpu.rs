@@ -129,12 +129,11 @@ fn pack_for_kernels(
         .map(|m| MatrixSpec { ty: m.ty, n_in: m.n_in, n_out: m.n_out, source_offset: m.offset as u64 })
         .collect();
     let cache = pack_cache.and_then(|dir| PackCache::for_model(dir, gguf, &specs));
-    if let Some(packed) = cache.as_ref().and_then(|c| c.read(&specs)) {
+    if let Some((cache, packed)) = cache.as_ref().and_then(|c| Some((c, c.read(&specs)?))) {
         for (m, p) in weights.products_mut().filter(|m| packs(m)).zip(packed) {
             m.packed = Some(Arc::new(p));
         }
-        let path = cache.expect("read from it").path().to_path_buf();
-        return Prepared { how: Preparation::FromPackCache(path), cache_write: None };
+        return Prepared { how: Preparation::FromPackCache(cache.path().to_path_buf()), cache_write: None };
     }
     let total: usize = weights.products_mut().filter(|m| packs(m)).map(|m| m.n_bytes).sum();
     let mut done = 0;
