@@ -11,7 +11,8 @@
 //! looks complete; the header names the source file (length, modification time, device,
 //! inode) and fingerprints the layout (format version and every matrix's type, shape and
 //! offset). Any difference, or a file of the wrong length, means: pack again and rewrite.
-//! There is one cache file per model path, so a changed model replaces its old cache.
+//! There is one cache file per model path, so a changed model replaces its old cache, and the
+//! header records that path, so that writing a cache removes those of models that are gone.
 
 use std::fs::File;
 use std::io::{Read, Write};
@@ -25,8 +26,11 @@ use crate::gguf::GgufFile;
 use crate::quant::GgmlType;
 
 const MAGIC: &[u8; 8] = b"DLLMPACK";
-/// Bumped whenever a packed layout (`cpu::repack`) changes, which invalidates every cache.
-const FORMAT_VERSION: u32 = 1;
+/// Bumped whenever a packed layout (`cpu::repack`) or this header changes, which invalidates
+/// every cache.
+const FORMAT_VERSION: u32 = 2;
+/// Where the header keeps the model file's path: its length (u16) then its bytes.
+const SOURCE_PATH_AT: usize = 72;
 /// Header bytes; regions start page-aligned after it.
 const HEADER: usize = 4096;
 const ALIGN: usize = 4096;
@@ -83,6 +87,14 @@ impl PackCache {
         header.extend_from_slice(&id.inode.to_le_bytes());
         header.extend_from_slice(&fnv1a(&layout).to_le_bytes());
         header.extend_from_slice(&(at as u64).to_le_bytes());
+        debug_assert_eq!(header.len(), SOURCE_PATH_AT);
+        // The model file's path, so that the cache of a model that is gone can be removed (a
+        // path too long for the header is left out, and that cache is kept).
+        let path = source.to_string_lossy();
+        if path.len() <= HEADER - SOURCE_PATH_AT - 2 {
+            header.extend_from_slice(&(path.len() as u16).to_le_bytes());
+            header.extend_from_slice(path.as_bytes());
+        }
         header.resize(HEADER, 0);
         Some(PackCache { path: dir.join(name), header, regions, len: at })
     }
@@ -136,6 +148,7 @@ impl PackCache {
         let dir = self.path.parent().expect("cache files live in a directory");
         std::fs::create_dir_all(dir)?;
         remove_abandoned_temporaries(&self.path);
+        remove_caches_of_missing_models(dir);
         static NEXT: AtomicU64 = AtomicU64::new(0);
         let tmp = temporary_name(&self.path, std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed));
         let written = (|| {
@@ -179,6 +192,31 @@ fn remove_abandoned_temporaries(path: &Path) {
         let pid = rest.split('-').next().and_then(|p| p.parse::<u32>().ok());
         if cfg!(target_os = "linux") && pid.is_some_and(|p| !Path::new(&format!("/proc/{p}")).exists()) {
             let _ = std::fs::remove_file(entry.path());
+        }
+    }
+}
+
+/// Removes the cache files in `dir` whose header names a model file that no longer exists
+/// (deleted or moved), so that the folder does not keep gigabytes for models that are gone.
+/// Files of other formats or without a recorded path are left alone.
+fn remove_caches_of_missing_models(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.extension().is_none_or(|e| e != "dllmpack") {
+            continue;
+        }
+        let mut header = vec![0u8; HEADER];
+        let read = File::open(&path).and_then(|mut f| f.read_exact(&mut header));
+        if read.is_err() || &header[..8] != MAGIC || header[8..12] != FORMAT_VERSION.to_le_bytes() {
+            continue;
+        }
+        let len = u16::from_le_bytes([header[SOURCE_PATH_AT], header[SOURCE_PATH_AT + 1]]) as usize;
+        let Some(source) = header.get(SOURCE_PATH_AT + 2..SOURCE_PATH_AT + 2 + len).filter(|s| !s.is_empty()) else {
+            continue;
+        };
+        if !Path::new(&*String::from_utf8_lossy(source)).exists() {
+            let _ = std::fs::remove_file(&path);
         }
     }
 }

@@ -202,3 +202,26 @@ fn dllm_run_writes_the_cache_unless_told_not_to() {
     assert!(files.len() == 1 && files[0].extension().is_some_and(|e| e == "dllmpack"), "{files:?}");
     std::fs::remove_dir_all(&home).ok();
 }
+
+/// Writing a cache removes the caches of model files that no longer exist, and keeps the
+/// others.
+#[test]
+fn the_cache_of_a_deleted_model_is_removed_when_another_is_written() {
+    if !packs_here() {
+        return;
+    }
+    let dir = temp_dir("gone");
+    let cache = dir.join("cache");
+    let (kept, gone) = (dir.join("kept.gguf"), dir.join("gone.gguf"));
+    std::fs::copy(data("models/dream-tiny-Q8_0.gguf"), &kept).unwrap();
+    std::fs::copy(data("models/dream-tiny-Q8_0.gguf"), &gone).unwrap();
+    let (_, kept_cache) = load_and_cache(&kept, &cache);
+    let (_, gone_cache) = load_and_cache(&gone, &cache);
+    std::fs::remove_file(&gone).unwrap();
+    // A third model's first load writes its cache and tidies the folder.
+    let third = PathBuf::from(data("models/llada-tiny-Q4_K_M.gguf"));
+    let (_, third_cache) = load_and_cache(&third, &cache);
+    assert!(!gone_cache.exists(), "the deleted model's cache is removed");
+    assert!(kept_cache.exists() && third_cache.exists());
+    std::fs::remove_dir_all(&dir).ok();
+}
