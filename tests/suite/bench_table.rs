@@ -1,10 +1,10 @@
-//! The README's benchmark table is rendered from the result files under benches/results; this
-//! fails when they disagree. `UPDATE_README=1 cargo test --test suite bench_table` rewrites the table.
+//! The README's benchmark tables are rendered from the result files under benches/results; this
+//! fails when they disagree. `UPDATE_README=1 cargo test --test suite bench_table` rewrites them.
 
 use dllm::bench::{BenchResult, render_decoding_table, render_table};
 
 /// Each table sits between a start and an end marker.
-const TABLES: [(&str, &str); 2] = [
+const TABLES: [(&str, &str); 3] = [
     (
         "<!-- bench-table:start (generated from benches/results by tests/suite/bench_table.rs) -->\n",
         "<!-- bench-table:end -->",
@@ -12,6 +12,10 @@ const TABLES: [(&str, &str); 2] = [
     (
         "<!-- decoding-table:start (generated from benches/results by tests/suite/bench_table.rs) -->\n",
         "<!-- decoding-table:end -->",
+    ),
+    (
+        "<!-- gemm-table:start (generated from benches/results by tests/suite/bench_table.rs) -->\n",
+        "<!-- gemm-table:end -->",
     ),
 ];
 
@@ -35,8 +39,9 @@ fn readme_table_matches_result_files() {
         .collect();
     let readme_path = format!("{root}/README.md");
     let mut readme = std::fs::read_to_string(&readme_path).unwrap();
+    let gemm = render_gemm_table(&format!("{root}/benches/results"));
     for ((start_marker, end_marker), table) in
-        TABLES.iter().zip([render_table(&results), render_decoding_table(&results)])
+        TABLES.iter().zip([render_table(&results), render_decoding_table(&results), gemm])
     {
         let start = readme.find(start_marker).expect("README has the table start marker") + start_marker.len();
         let end = readme.find(end_marker).expect("README has the table end marker");
@@ -53,4 +58,57 @@ fn readme_table_matches_result_files() {
     if std::env::var_os("UPDATE_README").is_some() {
         std::fs::write(&readme_path, readme).unwrap();
     }
+}
+
+/// The GEMM table from `cargo bench --bench gemm` outputs kept as `gemm-*.txt`: for each path,
+/// canvas rows and shape, the fastest sample's multiply-adds per second and its fraction of the
+/// path's int8 peak printed at the top of the same run.
+fn render_gemm_table(dir: &str) -> String {
+    let mut files: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            let name = p.file_name().unwrap().to_string_lossy();
+            name.starts_with("gemm-") && name.ends_with(".txt")
+        })
+        .collect();
+    files.sort();
+    let mut t = String::from(
+        "| result file | path | rows | shape | G multiply-adds/s (fastest) | of the path's peak |\n|---|---|---|---|---|---|\n",
+    );
+    for file in files {
+        let name = file.file_name().unwrap().to_string_lossy().into_owned();
+        let text = std::fs::read_to_string(&file).unwrap();
+        let mut peaks = std::collections::HashMap::new();
+        let (mut path, mut rows, mut shape) = (String::new(), String::new(), None::<String>);
+        for line in text.lines() {
+            // "int8 peak, avx2 x2: 173.5 G multiply-adds/s"
+            if let Some(rest) = line.strip_prefix("int8 peak, ") {
+                let (isa, value) = rest.split_once(' ').unwrap();
+                let g: f64 = value.split(": ").nth(1).unwrap().split(' ').next().unwrap().parse().unwrap();
+                peaks.insert(isa.to_owned(), g);
+                continue;
+            }
+            // Tree rows: "├─ avx2", "├─ 148", "├─ llada.attn_qkvo 4096x4096   18.78 ms ...", then
+            // the throughput line under a shape.
+            let head = line.trim_start_matches([' ', '│']);
+            if let Some(label) = head.strip_prefix("├─ ").or_else(|| head.strip_prefix("╰─ ")) {
+                let words: Vec<&str> = label.split('│').next().unwrap().split_whitespace().collect();
+                match words.as_slice() {
+                    [p] if p.chars().all(|c| c.is_ascii_alphanumeric()) && p.parse::<usize>().is_err() => {
+                        path = p.to_string()
+                    }
+                    [r] if r.parse::<usize>().is_ok() => rows = r.to_string(),
+                    [s, dims, ..] if dims.contains('x') => shape = Some(format!("{s} {dims}")),
+                    _ => {}
+                }
+            } else if let Some(s) = shape.take() {
+                let g: f64 = head.split_whitespace().next().unwrap().parse().unwrap();
+                assert!(head.contains("Gitem/s"), "{name}: no throughput under {s}: {line}");
+                let peak = peaks[&path];
+                t.push_str(&format!("| {name} | {path} | {rows} | {s} | {g:.1} | {:.0}% |\n", 100.0 * g / peak));
+            }
+        }
+    }
+    t
 }
