@@ -4,13 +4,20 @@
 
 use super::Isa;
 
+/// Whether `isa` runs the AVX2 + FMA forms here (every x86 SIMD path has them; checked, since
+/// these safe functions take any `Isa`).
+#[cfg(target_arch = "x86_64")]
+fn runs_avx2(isa: Isa) -> bool {
+    isa.is_x86_simd() && isa.is_available()
+}
+
 /// `sum a[i] * b[i]`.
 pub fn dot_f32(isa: Isa, a: &[f32], b: &[f32]) -> f32 {
     assert_eq!(a.len(), b.len(), "dot of unequal lengths");
     match isa {
-        // SAFETY: every x86 SIMD path has AVX2 and FMA, checked here; the lengths match.
+        // SAFETY: `runs_avx2` checked AVX2 and FMA; the lengths match.
         #[cfg(target_arch = "x86_64")]
-        _ if isa.is_x86_simd() && isa.is_available() => unsafe { super::avx2_f32::dot(a, b) },
+        _ if runs_avx2(isa) => unsafe { super::avx2_f32::dot(a, b) },
         _ => dot_scalar(a, b),
     }
 }
@@ -45,7 +52,7 @@ pub fn dot_rows_f32(isa: Isa, q: &[f32], rows: Rows, out: &mut [f32]) {
     match isa {
         // SAFETY: as for `dot_f32`; the rows were checked to lie inside their matrix.
         #[cfg(target_arch = "x86_64")]
-        _ if isa.is_x86_simd() && isa.is_available() => unsafe { super::avx2_f32::dot_rows(q, rows, out) },
+        _ if runs_avx2(isa) => unsafe { super::avx2_f32::dot_rows(q, rows, out) },
         _ => {
             for (j, o) in out.iter_mut().enumerate() {
                 *o = dot_scalar(q, rows.row(j));
@@ -61,7 +68,7 @@ pub fn weighted_rows_f32(isa: Isa, weights: &[f32], rows: Rows, out: &mut [f32])
     match isa {
         // SAFETY: as for `dot_rows_f32`.
         #[cfg(target_arch = "x86_64")]
-        _ if isa.is_x86_simd() && isa.is_available() => unsafe { super::avx2_f32::weighted_rows(weights, rows, out) },
+        _ if runs_avx2(isa) => unsafe { super::avx2_f32::weighted_rows(weights, rows, out) },
         _ => {
             for (j, &w) in weights.iter().enumerate() {
                 for (o, x) in out.iter_mut().zip(rows.row(j)) {
@@ -90,7 +97,7 @@ pub fn softmax_scaled(isa: Isa, scores: &mut [f32], scale: f32) {
     match isa {
         // SAFETY: as for `dot_f32`.
         #[cfg(target_arch = "x86_64")]
-        _ if isa.is_x86_simd() && isa.is_available() => unsafe { super::avx2_f32::softmax_scaled(scores, scale) },
+        _ if runs_avx2(isa) => unsafe { super::avx2_f32::softmax_scaled(scores, scale) },
         _ => {
             let mut max = f32::NEG_INFINITY;
             for sc in scores.iter_mut() {

@@ -72,48 +72,9 @@ pub fn matmul_on(isa: Isa, x: &[f32], n_rows: usize, w: &Matrix, out: &mut [f32]
     // `transposed_from` on feature-major into `out_t`.
     let transposed_from = match w.ty {
         GgmlType::Q4_K | GgmlType::Q5_K | GgmlType::Q6_K => {
-            let nb = n_in / 256;
-            if scratch.q8k.len() < n_rows * nb {
-                scratch.q8k.resize(n_rows * nb, BlockQ8K::default());
-            }
-            let acts = &mut scratch.q8k[..n_rows * nb];
-            acts.par_chunks_mut(nb).zip(x.par_chunks(n_in)).for_each(|(a, xr)| quantize_q8_k(xr, a));
-            let acts = &scratch.q8k[..n_rows * nb];
-            let mut first_col = 0;
-            if let Some(packed) = w.packed.filter(|_| isa.is_x86_simd()) {
-                let kernel = |g: &[u8], a: &[&[BlockQ8K]], o: &mut [[f32; COLS]]| gemm_packed(isa, packed.ty, g, a, o);
-                packed_products(packed, n_rows, acts, nb, kernel, out, n_out);
-                first_col = packed.n_groups * COLS;
-            }
-            let ty = w.ty;
-            let dot = move |wr: &[u8], a: &[&[BlockQ8K]], o: &mut [f32]| dot_rows_q8k(isa, ty, wr, a, o);
-            if first_col < n_out {
-                grow(&mut scratch.out_t, n_rows * n_out);
-                integer_products(w, first_col, n_rows, acts, nb, dot, &mut scratch.out_t);
-            }
-            first_col
+            integer_matmul::<BlockQ8K>(isa, x, n_rows, w, out, &mut scratch.q8k, &mut scratch.out_t)
         }
-        GgmlType::Q8_0 => {
-            let nb = n_in / 32;
-            if scratch.q8_0.len() < n_rows * nb {
-                scratch.q8_0.resize(n_rows * nb, BlockQ8_0::default());
-            }
-            let acts = &mut scratch.q8_0[..n_rows * nb];
-            acts.par_chunks_mut(nb).zip(x.par_chunks(n_in)).for_each(|(a, xr)| quantize_q8_0(xr, a));
-            let acts = &scratch.q8_0[..n_rows * nb];
-            let mut first_col = 0;
-            if let Some(packed) = w.packed.filter(|_| isa.is_x86_simd()) {
-                let kernel = |g: &[u8], a: &[&[BlockQ8_0]], o: &mut [[f32; COLS]]| gemm_packed_q8_0(isa, g, a, o);
-                packed_products(packed, n_rows, acts, nb, kernel, out, n_out);
-                first_col = packed.n_groups * COLS;
-            }
-            let dot = move |wr: &[u8], a: &[&[BlockQ8_0]], o: &mut [f32]| dot_rows_q8_0(isa, wr, a, o);
-            if first_col < n_out {
-                grow(&mut scratch.out_t, n_rows * n_out);
-                integer_products(w, first_col, n_rows, acts, nb, dot, &mut scratch.out_t);
-            }
-            first_col
-        }
+        GgmlType::Q8_0 => integer_matmul::<BlockQ8_0>(isa, x, n_rows, w, out, &mut scratch.q8_0, &mut scratch.out_t),
         _ => {
             grow(&mut scratch.out_t, n_rows * n_out);
             dequantized_products(isa, x, n_rows, w, scratch);
@@ -137,6 +98,78 @@ pub fn matmul_on(isa: Isa, x: &[f32], n_rows: usize, w: &Matrix, out: &mut [f32]
             }
         }
     });
+}
+
+/// An 8-bit activation format and the kernels that take it: Q8_K for K-quant weights, Q8_0 for
+/// Q8_0 weights.
+trait Activations: Default + Clone + Send + Sync + Sized {
+    /// Values per block.
+    const BLOCK: usize;
+    fn quantize(x: &[f32], out: &mut [Self]);
+    /// `cpu::gemm_packed` for this format.
+    fn packed(isa: Isa, ty: GgmlType, group: &[u8], acts: &[&[Self]], out: &mut [[f32; COLS]]);
+    /// `cpu::dot_rows_q8k` / `dot_rows_q8_0`.
+    fn rows(isa: Isa, ty: GgmlType, w: &[u8], acts: &[&[Self]], out: &mut [f32]);
+}
+
+impl Activations for BlockQ8K {
+    const BLOCK: usize = 256;
+    fn quantize(x: &[f32], out: &mut [Self]) {
+        quantize_q8_k(x, out)
+    }
+    fn packed(isa: Isa, ty: GgmlType, group: &[u8], acts: &[&[Self]], out: &mut [[f32; COLS]]) {
+        gemm_packed(isa, ty, group, acts, out)
+    }
+    fn rows(isa: Isa, ty: GgmlType, w: &[u8], acts: &[&[Self]], out: &mut [f32]) {
+        dot_rows_q8k(isa, ty, w, acts, out)
+    }
+}
+
+impl Activations for BlockQ8_0 {
+    const BLOCK: usize = 32;
+    fn quantize(x: &[f32], out: &mut [Self]) {
+        quantize_q8_0(x, out)
+    }
+    fn packed(isa: Isa, _: GgmlType, group: &[u8], acts: &[&[Self]], out: &mut [[f32; COLS]]) {
+        gemm_packed_q8_0(isa, group, acts, out)
+    }
+    fn rows(isa: Isa, _: GgmlType, w: &[u8], acts: &[&[Self]], out: &mut [f32]) {
+        dot_rows_q8_0(isa, w, acts, out)
+    }
+}
+
+/// The integer products of a quantized matrix: the activations quantized once into `acts`,
+/// then the packed kernels over the interleaved groups (writing `out`) and the row kernels over
+/// the remaining columns (feature-major into `out_t`). Returns the first column left in `out_t`.
+fn integer_matmul<A: Activations>(
+    isa: Isa,
+    x: &[f32],
+    n_rows: usize,
+    w: &Matrix,
+    out: &mut [f32],
+    acts: &mut Vec<A>,
+    out_t: &mut Vec<f32>,
+) -> usize {
+    let (n_in, n_out, ty) = (w.n_in, w.n_out, w.ty);
+    let nb = n_in / A::BLOCK;
+    if acts.len() < n_rows * nb {
+        acts.resize(n_rows * nb, A::default());
+    }
+    let acts = &mut acts[..n_rows * nb];
+    acts.par_chunks_mut(nb).zip(x.par_chunks(n_in)).for_each(|(a, xr)| A::quantize(xr, a));
+    let acts = &*acts;
+    let mut first_col = 0;
+    if let Some(packed) = w.packed.filter(|_| isa.is_x86_simd()) {
+        let kernel = |g: &[u8], a: &[&[A]], o: &mut [[f32; COLS]]| A::packed(isa, packed.ty, g, a, o);
+        packed_products(packed, n_rows, acts, nb, kernel, out, n_out);
+        first_col = packed.n_groups * COLS;
+    }
+    if first_col < n_out {
+        grow(out_t, n_rows * n_out);
+        let dot = move |wr: &[u8], a: &[&[A]], o: &mut [f32]| A::rows(isa, ty, wr, a, o);
+        integer_products(w, first_col, n_rows, acts, nb, dot, out_t);
+    }
+    first_col
 }
 
 /// `out[r][o] = dot(w[o], acts[r])` for the columns of the interleaved groups of a packed
