@@ -78,6 +78,9 @@ pub struct Measured {
     pub load_ms: f64,
     /// The process's peak resident memory so far.
     pub peak_memory: Option<u64>,
+    /// The CPU kernels' instruction set (`cpu::active_isa`) on the model card: a fact of this
+    /// machine, kept here with the measurements so that snapshots can fix it too.
+    pub kernels: &'static str,
 }
 
 impl DllmApp {
@@ -193,8 +196,11 @@ impl DllmApp {
         if let Some(Loading { path, session, progress }) = self.loading.take() {
             match session.try_take() {
                 Ok(Ok(session)) => {
-                    self.measured =
-                        Measured { load_ms: session.info().load_ms, peak_memory: crate::bench::peak_rss_bytes() };
+                    self.measured = Measured {
+                        load_ms: session.info().load_ms,
+                        peak_memory: crate::bench::peak_rss_bytes(),
+                        kernels: crate::cpu::active_isa().name(),
+                    };
                     self.settings.remember_model(path);
                     self.session = Some(session);
                     self.prompt_len = None;
@@ -322,7 +328,7 @@ impl DllmApp {
             if info.gpu.is_some() {
                 ui.label(&info.device);
             } else {
-                ui.label(format!("CPU, {} threads ({})", info.threads, crate::cpu::active_isa().name()))
+                ui.label(format!("CPU, {} threads ({})", info.threads, self.measured.kernels))
                     .on_hover_text(&info.device);
             }
             ui.end_row();

@@ -6,6 +6,8 @@
 mod avx2;
 #[cfg(target_arch = "x86_64")]
 mod avx2_f32;
+#[cfg(target_arch = "x86_64")]
+mod avx512;
 mod features;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod int8_dot;
@@ -17,5 +19,5 @@ mod vec_f32;
 
 pub use features::{Isa, active_isa, cpu_flags};
 pub use peak::int8_peak;
-pub use qgemm::{ROW_GROUP, dot_rows_q8_0, dot_rows_q8k, gemm_packed, gemm_packed_q8_0};
+pub use qgemm::{PACKED_ROW_GROUP, ROW_GROUP, dot_rows_q8_0, dot_rows_q8k, gemm_packed, gemm_packed_q8_0};
 pub use vec_f32::{Rows, dot_f32, dot_rows_f32, softmax_scaled, weighted_rows_f32};

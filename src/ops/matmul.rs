@@ -11,7 +11,9 @@ use rayon::prelude::*;
 
 use super::column_blocks::par_column_blocks;
 use crate::cpu::repack::{COLS, Packed};
-use crate::cpu::{Isa, ROW_GROUP, active_isa, dot_f32, dot_rows_q8_0, dot_rows_q8k, gemm_packed, gemm_packed_q8_0};
+use crate::cpu::{
+    Isa, PACKED_ROW_GROUP, ROW_GROUP, active_isa, dot_f32, dot_rows_q8_0, dot_rows_q8k, gemm_packed, gemm_packed_q8_0,
+};
 use crate::quant::q8::{BlockQ8_0, BlockQ8K, quantize_q8_0, quantize_q8_k};
 use crate::quant::{DequantError, GgmlType, dequantize};
 
@@ -174,7 +176,7 @@ fn integer_matmul<A: Activations>(
 
 /// `out[r][o] = dot(w[o], acts[r])` for the columns of the interleaved groups of a packed
 /// matrix (`out` row-major, `n_out` columns), through `kernel(group, rows, results)`
-/// (`ROW_GROUP` activation rows at a time), one group per task.
+/// (`PACKED_ROW_GROUP` activation rows at a time), one group per task.
 fn packed_products<A: Sync>(
     packed: &Packed,
     n_rows: usize,
@@ -186,10 +188,10 @@ fn packed_products<A: Sync>(
 ) {
     par_column_blocks(out, n_rows, n_out, packed.n_groups * COLS, COLS).for_each(|mut block| {
         let group_data = packed.group(block.first_col() / COLS);
-        let mut results = [[0f32; COLS]; ROW_GROUP];
-        for first in (0..n_rows).step_by(ROW_GROUP) {
-            let rows = ROW_GROUP.min(n_rows - first);
-            let mut group: [&[A]; ROW_GROUP] = [&[]; ROW_GROUP];
+        let mut results = [[0f32; COLS]; PACKED_ROW_GROUP];
+        for first in (0..n_rows).step_by(PACKED_ROW_GROUP) {
+            let rows = PACKED_ROW_GROUP.min(n_rows - first);
+            let mut group: [&[A]; PACKED_ROW_GROUP] = [&[]; PACKED_ROW_GROUP];
             for (i, slot) in group.iter_mut().enumerate().take(rows) {
                 *slot = &acts[(first + i) * nb..(first + i + 1) * nb];
             }

@@ -4,8 +4,8 @@
 
 use dllm::cpu::repack::{has_layout, pack};
 use dllm::cpu::{
-    Isa, ROW_GROUP, Rows, dot_f32, dot_rows_f32, dot_rows_q8_0, dot_rows_q8k, gemm_packed, gemm_packed_q8_0,
-    softmax_scaled, weighted_rows_f32,
+    Isa, PACKED_ROW_GROUP, ROW_GROUP, Rows, dot_f32, dot_rows_f32, dot_rows_q8_0, dot_rows_q8k, gemm_packed,
+    gemm_packed_q8_0, softmax_scaled, weighted_rows_f32,
 };
 use dllm::ops::matmul::{MatmulScratch, Matrix, matmul_on};
 use dllm::quant::blocks::{q4_k, q5_k, q6_k, q8_0};
@@ -148,13 +148,15 @@ fn packed_kernels_match_scalar_on(isa: Isa) {
         for (n_in, n_out) in [(256, 8), (3584, 16), (4096, 24)] {
             let data = random_weights(&mut rng, ty, n_in, n_out);
             let packed = pack(ty, &data, n_in, n_out, |_| {});
-            let x = random_activations(&mut rng, ROW_GROUP * n_in);
-            let (mut a8k, mut a8_0) =
-                (vec![BlockQ8K::default(); ROW_GROUP * n_in / 256], vec![BlockQ8_0::default(); ROW_GROUP * n_in / 32]);
+            let x = random_activations(&mut rng, PACKED_ROW_GROUP * n_in);
+            let (mut a8k, mut a8_0) = (
+                vec![BlockQ8K::default(); PACKED_ROW_GROUP * n_in / 256],
+                vec![BlockQ8_0::default(); PACKED_ROW_GROUP * n_in / 32],
+            );
             quantize_q8_k(&x, &mut a8k);
             quantize_q8_0(&x, &mut a8_0);
             let rb = data.len() / n_out;
-            for rows in 1..=ROW_GROUP {
+            for rows in 1..=PACKED_ROW_GROUP {
                 let acts8k: Vec<&[BlockQ8K]> = a8k.chunks(n_in / 256).take(rows).collect();
                 let acts8_0: Vec<&[BlockQ8_0]> = a8_0.chunks(n_in / 32).take(rows).collect();
                 for g in 0..n_out / 8 {
@@ -165,11 +167,17 @@ fn packed_kernels_match_scalar_on(isa: Isa) {
                     }
                     for c in 0..8 {
                         let col = &data[(8 * g + c) * rb..(8 * g + c + 1) * rb];
-                        let mut want = vec![0f32; rows];
-                        match ty {
-                            GgmlType::Q8_0 => dot_rows_q8_0(Isa::Scalar, col, &acts8_0, &mut want),
-                            _ => dot_rows_q8k(Isa::Scalar, ty, col, &acts8k, &mut want),
-                        }
+                        // The reference one row at a time (the row kernels take `ROW_GROUP`).
+                        let want: Vec<f32> = (0..rows)
+                            .map(|r| {
+                                let mut want = [0f32];
+                                match ty {
+                                    GgmlType::Q8_0 => dot_rows_q8_0(Isa::Scalar, col, &acts8_0[r..=r], &mut want),
+                                    _ => dot_rows_q8k(Isa::Scalar, ty, col, &acts8k[r..=r], &mut want),
+                                }
+                                want[0]
+                            })
+                            .collect();
                         for r in 0..rows {
                             let scale = abs_dot(ty, col, &x[r * n_in..(r + 1) * n_in]);
                             assert_close(
@@ -244,6 +252,35 @@ fn softmax_matches_scalar() {
                 }
                 let total: f32 = got.iter().sum();
                 assert!((total - 1.0).abs() < 1e-5, "{isa:?} n {n}: weights sum to {total}");
+            }
+        }
+    }
+}
+
+/// The 512-bit Q4_K and Q6_K kernels of the AVX-512 VNNI path (`cpu::avx512`) compute the same
+/// integers and then the same float operations as the 256-bit ones, so their results are
+/// bit-identical: the paths can be swapped without changing a generated token.
+#[test]
+fn wide_packed_kernels_equal_the_256_bit_ones() {
+    if !Isa::Avx512Vnni.is_available() {
+        eprintln!("skipped: avx512vnni (this CPU lacks it)");
+        return;
+    }
+    let mut rng = ChaCha8Rng::seed_from_u64(5);
+    for ty in [GgmlType::Q4_K, GgmlType::Q6_K] {
+        let (n_in, n_out) = (4096, 16);
+        let data = random_weights(&mut rng, ty, n_in, n_out);
+        let packed = pack(ty, &data, n_in, n_out, |_| {});
+        let x = random_activations(&mut rng, PACKED_ROW_GROUP * n_in);
+        let mut a8k = vec![BlockQ8K::default(); PACKED_ROW_GROUP * n_in / 256];
+        quantize_q8_k(&x, &mut a8k);
+        let acts: Vec<&[BlockQ8K]> = a8k.chunks(n_in / 256).collect();
+        for rows in 1..=PACKED_ROW_GROUP {
+            for g in 0..n_out / 8 {
+                let (mut wide, mut narrow) = (vec![[0f32; 8]; rows], vec![[0f32; 8]; rows]);
+                gemm_packed(Isa::Avx512Vnni, ty, packed.group(g), &acts[..rows], &mut wide);
+                gemm_packed(Isa::Avx2, ty, packed.group(g), &acts[..rows], &mut narrow);
+                assert_eq!(wide, narrow, "{ty} rows {rows} group {g}");
             }
         }
     }
