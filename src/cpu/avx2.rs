@@ -25,7 +25,7 @@ unsafe fn hsum(v: __m256) -> f32 {
 }
 
 #[target_feature(enable = "avx2,fma")]
-unsafe fn load(p: *const u8) -> __m256i {
+pub(super) unsafe fn load(p: *const u8) -> __m256i {
     unsafe { _mm256_loadu_si256(p as *const __m256i) }
 }
 
@@ -296,36 +296,76 @@ unsafe fn gemm_k4_like_x8<O: Int8Dot, const R: usize>(
                     }
                 }
             }
-            let d = _mm256_loadu_ps(p.add(l::D) as *const f32);
-            let dmin = _mm256_loadu_ps(p.add(l::DMIN) as *const f32);
-            // Column c's mins of sub-blocks 2p and 2p+1, as i16 pairs.
-            let pair_mins: [__m256i; 4] = std::array::from_fn(|p2| {
-                _mm256_cvtepu8_epi16(_mm_loadu_si128(p.add(l::MINS + 16 * p2) as *const __m128i))
-            });
+            let finish = K4Finish::load(p);
             for r in 0..R {
-                let y = a[r].get_unchecked(b);
-                // The activation sum of each 32-value sub-block j (its two 16-value sums; at most
-                // 32 x 128 in magnitude, so i16 holds it), packed so that 32-bit element
-                // PAIR_AT[p] holds sub-blocks 2p and 2p+1.
-                let bsums = _mm256_loadu_si256(y.bsums.as_ptr() as *const __m256i);
-                let sub = _mm256_madd_epi16(bsums, _mm256_set1_epi16(1));
-                let sub16 = _mm256_packs_epi32(sub, sub);
-                const PAIR_AT: [i32; 4] = [0, 1, 4, 5];
-                let mut mins = _mm256_setzero_si256();
-                for (m, at) in pair_mins.iter().zip(PAIR_AT) {
-                    mins = O::dot_i16(mins, *m, _mm256_permutevar8x32_epi32(sub16, _mm256_set1_epi32(at)));
-                }
-                let da = _mm256_set1_ps(y.d);
-                sum[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[r]), _mm256_mul_ps(d, da), sum[r]);
-                sum[r] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(mins), _mm256_mul_ps(dmin, da), sum[r]);
+                sum[r] = finish.add::<O>(sum[r], acc[r], a[r].get_unchecked(b));
             }
         }
-        let mut out = [[0f32; 8]; R];
-        for r in 0..R {
-            _mm256_storeu_ps(out[r].as_mut_ptr(), sum[r]);
-        }
-        out
+        rows_out(sum)
     }
+}
+
+/// The end of a packed Q4_K/Q5_K super-block, shared by the 256-bit and 512-bit kernels (so
+/// that both do the same float operations): the columns' scales and mins, loaded once.
+pub(super) struct K4Finish {
+    d: __m256,
+    dmin: __m256,
+    /// Column c's mins of sub-blocks 2p and 2p+1, as i16 pairs.
+    pair_mins: [__m256i; 4],
+}
+
+impl K4Finish {
+    /// Safety: the module's contract; `p` is the start of a packed block.
+    #[inline(always)]
+    pub(super) unsafe fn load(p: *const u8) -> K4Finish {
+        use super::repack::q4k_layout as l;
+        // SAFETY: the fields lie within the packed block (the caller's contract).
+        unsafe {
+            K4Finish {
+                d: _mm256_loadu_ps(p.add(l::D) as *const f32),
+                dmin: _mm256_loadu_ps(p.add(l::DMIN) as *const f32),
+                pair_mins: std::array::from_fn(|p2| {
+                    _mm256_cvtepu8_epi16(_mm_loadu_si128(p.add(l::MINS + 16 * p2) as *const __m128i))
+                }),
+            }
+        }
+    }
+
+    /// `sum + d * da * acc - dmin * da * (mins . activation sums)` for one activation row's
+    /// block `y`, `acc` the block's scaled integer sums per column.
+    /// Safety: the module's contract, with `O`'s instruction set.
+    #[inline(always)]
+    pub(super) unsafe fn add<O: Int8Dot>(&self, sum: __m256, acc: __m256i, y: &BlockQ8K) -> __m256 {
+        // SAFETY: the caller's contract.
+        unsafe {
+            // The activation sum of each 32-value sub-block j (its two 16-value sums; at most
+            // 32 x 128 in magnitude, so i16 holds it), packed so that 32-bit element
+            // PAIR_AT[p] holds sub-blocks 2p and 2p+1.
+            let bsums = _mm256_loadu_si256(y.bsums.as_ptr() as *const __m256i);
+            let sub = _mm256_madd_epi16(bsums, _mm256_set1_epi16(1));
+            let sub16 = _mm256_packs_epi32(sub, sub);
+            const PAIR_AT: [i32; 4] = [0, 1, 4, 5];
+            let mut mins = _mm256_setzero_si256();
+            for (m, at) in self.pair_mins.iter().zip(PAIR_AT) {
+                mins = O::dot_i16(mins, *m, _mm256_permutevar8x32_epi32(sub16, _mm256_set1_epi32(at)));
+            }
+            let da = _mm256_set1_ps(y.d);
+            let sum = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc), _mm256_mul_ps(self.d, da), sum);
+            _mm256_fnmadd_ps(_mm256_cvtepi32_ps(mins), _mm256_mul_ps(self.dmin, da), sum)
+        }
+    }
+}
+
+/// The eight column sums of each row, as the kernels return them.
+#[target_feature(enable = "avx2,fma")]
+#[inline]
+pub(super) fn rows_out<const R: usize>(sum: [__m256; R]) -> [[f32; 8]; R] {
+    let mut out = [[0f32; 8]; R];
+    for r in 0..R {
+        // SAFETY: `out[r]` holds eight floats.
+        unsafe { _mm256_storeu_ps(out[r].as_mut_ptr(), sum[r]) };
+    }
+    out
 }
 
 /// Eight interleaved Q6_K columns (`cpu::repack` layout, one group) against R activation rows.
@@ -363,27 +403,35 @@ unsafe fn gemm_q6_k_x8<O: Int8Dot, const R: usize>(group: &[u8], a: &[&[BlockQ8K
                     }
                 }
             }
-            let d = _mm256_loadu_ps(p.add(l::D) as *const f32);
             for r in 0..R {
-                let y = a[r].get_unchecked(b);
-                // 32-bit element `pair` of the activation sums holds those of scale groups
-                // 2 pair and 2 pair + 1, the i16 pair that column c's scale pair multiplies.
-                let bsums = _mm256_loadu_si256(y.bsums.as_ptr() as *const __m256i);
-                let mut offset = _mm256_setzero_si256();
-                for pair in 0..8 {
-                    let sc = _mm256_cvtepi8_epi16(_mm_loadu_si128(p.add(l::SCALE_PAIRS + 16 * pair) as *const __m128i));
-                    let sums = _mm256_permutevar8x32_epi32(bsums, _mm256_set1_epi32(pair as i32));
-                    offset = O::dot_i16(offset, sc, sums);
-                }
-                let acc = _mm256_sub_epi32(acc[r], _mm256_slli_epi32(offset, 5));
-                sum[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc), _mm256_mul_ps(d, _mm256_set1_ps(y.d)), sum[r]);
+                sum[r] = finish_q6_k_block::<O>(sum[r], acc[r], p, a[r].get_unchecked(b));
             }
         }
-        let mut out = [[0f32; 8]; R];
-        for r in 0..R {
-            _mm256_storeu_ps(out[r].as_mut_ptr(), sum[r]);
+        rows_out(sum)
+    }
+}
+
+/// The end of a packed Q6_K super-block at `p` for one activation row's block `y`, shared by
+/// the 256-bit and 512-bit kernels: removes the +32 storage offset from the scaled integer sums
+/// `acc` with the activation sums, then `sum + d * da * acc`.
+/// Safety: the module's contract, with `O`'s instruction set; `p` is the start of a packed block.
+#[inline(always)]
+pub(super) unsafe fn finish_q6_k_block<O: Int8Dot>(sum: __m256, acc: __m256i, p: *const u8, y: &BlockQ8K) -> __m256 {
+    use super::repack::q6k_layout as l;
+    // SAFETY: the caller's contract.
+    unsafe {
+        // 32-bit element `pair` of the activation sums holds those of scale groups 2 pair and
+        // 2 pair + 1, the i16 pair that column c's scale pair multiplies.
+        let bsums = _mm256_loadu_si256(y.bsums.as_ptr() as *const __m256i);
+        let mut offset = _mm256_setzero_si256();
+        for pair in 0..8 {
+            let sc = _mm256_cvtepi8_epi16(_mm_loadu_si128(p.add(l::SCALE_PAIRS + 16 * pair) as *const __m128i));
+            let sums = _mm256_permutevar8x32_epi32(bsums, _mm256_set1_epi32(pair as i32));
+            offset = O::dot_i16(offset, sc, sums);
         }
-        out
+        let acc = _mm256_sub_epi32(acc, _mm256_slli_epi32(offset, 5));
+        let d = _mm256_loadu_ps(p.add(l::D) as *const f32);
+        _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc), _mm256_mul_ps(d, _mm256_set1_ps(y.d)), sum)
     }
 }
 
@@ -413,11 +461,7 @@ unsafe fn gemm_q8_0_x8<O: Int8Dot, const R: usize>(group: &[u8], a: &[&[BlockQ8_
                 sum[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[r]), da, sum[r]);
             }
         }
-        let mut out = [[0f32; 8]; R];
-        for r in 0..R {
-            _mm256_storeu_ps(out[r].as_mut_ptr(), sum[r]);
-        }
-        out
+        rows_out(sum)
     }
 }
 

@@ -14,8 +14,8 @@
 //! integer sums of each Q4_K sub-block fit in i16 and are scaled with one `vpdpwssd`; those of a
 //! Q6_K scale group need more bits and take `vpmulld` (a `vpdpwssd` per chunk measured no
 //! faster). At the end of a super-block the two lanes of each column are added and the rest is
-//! the 256-bit kernels' finish, so both forms give the same integers and the same float
-//! operations.
+//! the 256-bit kernels' own finish (`avx2::K4Finish`, `avx2::finish_q6_k_block`), so both
+//! forms give the same integers and the same float operations.
 //!
 //! Safety contract of every `unsafe fn` here: the CPU supports AVX2, FMA, AVX-512 F, BW, VL and
 //! VNNI (checked by `Isa::Avx512Vnni.is_available()` before dispatch), `group` holds whole
@@ -23,7 +23,8 @@
 
 use std::arch::x86_64::*;
 
-use super::int8_dot::{Avx512VnniDot, Int8Dot};
+use super::avx2::{K4Finish, finish_q6_k_block, load, rows_out};
+use super::int8_dot::Avx512VnniDot;
 use super::repack::{Q4_K_GROUP_BLOCK, Q6_K_GROUP_BLOCK, q4k_layout, q6k_layout};
 use crate::quant::q8::BlockQ8K;
 
@@ -77,13 +78,6 @@ fn fold_pairs(acc: __m512i) -> __m256i {
     _mm512_cvtepi64_epi32(both)
 }
 
-#[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl,avx512vnni")]
-#[inline]
-unsafe fn load(p: *const u8) -> __m256i {
-    // SAFETY: 32 readable bytes at `p` (the caller's layout).
-    unsafe { _mm256_loadu_si256(p as *const __m256i) }
-}
-
 /// Eight interleaved Q4_K columns against R activation rows: `out[r][c] = dot(column c, a[r])`.
 #[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl,avx512vnni")]
 pub unsafe fn gemm_q4_k_x8<const R: usize>(group: &[u8], a: &[&[BlockQ8K]; R]) -> [[f32; 8]; R] {
@@ -114,33 +108,12 @@ pub unsafe fn gemm_q4_k_x8<const R: usize>(group: &[u8], a: &[&[BlockQ8K]; R]) -
                     acc[r] = _mm512_dpwssd_epi32(acc[r], sub[r], scales);
                 }
             }
-            let d = _mm256_loadu_ps(p.add(l::D) as *const f32);
-            let dmin = _mm256_loadu_ps(p.add(l::DMIN) as *const f32);
-            // As in the 256-bit kernel (`avx2::gemm_k4_like_x8`): the mins of sub-blocks 2p and
-            // 2p+1 of each column against the activation sums of those sub-blocks.
-            let pair_mins: [__m256i; 4] = std::array::from_fn(|p2| {
-                _mm256_cvtepu8_epi16(_mm_loadu_si128(p.add(l::MINS + 16 * p2) as *const __m128i))
-            });
+            let finish = K4Finish::load(p);
             for r in 0..R {
-                let y = a[r].get_unchecked(b);
-                let bsums = _mm256_loadu_si256(y.bsums.as_ptr() as *const __m256i);
-                let sub = _mm256_madd_epi16(bsums, _mm256_set1_epi16(1));
-                let sub16 = _mm256_packs_epi32(sub, sub);
-                const PAIR_AT: [i32; 4] = [0, 1, 4, 5];
-                let mut mins = _mm256_setzero_si256();
-                for (m, at) in pair_mins.iter().zip(PAIR_AT) {
-                    mins = Avx512VnniDot::dot_i16(mins, *m, _mm256_permutevar8x32_epi32(sub16, _mm256_set1_epi32(at)));
-                }
-                let da = _mm256_set1_ps(y.d);
-                sum[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(fold_pairs(acc[r])), _mm256_mul_ps(d, da), sum[r]);
-                sum[r] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(mins), _mm256_mul_ps(dmin, da), sum[r]);
+                sum[r] = finish.add::<Avx512VnniDot>(sum[r], fold_pairs(acc[r]), a[r].get_unchecked(b));
             }
         }
-        let mut out = [[0f32; 8]; R];
-        for r in 0..R {
-            _mm256_storeu_ps(out[r].as_mut_ptr(), sum[r]);
-        }
-        out
+        rows_out(sum)
     }
 }
 
@@ -182,24 +155,10 @@ pub unsafe fn gemm_q6_k_x8<const R: usize>(group: &[u8], a: &[&[BlockQ8K]; R]) -
                     acc[r] = _mm512_add_epi32(acc[r], _mm512_mullo_epi32(part[r], scales));
                 }
             }
-            let d = _mm256_loadu_ps(p.add(l::D) as *const f32);
             for r in 0..R {
-                let y = a[r].get_unchecked(b);
-                let bsums = _mm256_loadu_si256(y.bsums.as_ptr() as *const __m256i);
-                let mut offset = _mm256_setzero_si256();
-                for pair in 0..8 {
-                    let sc = _mm256_cvtepi8_epi16(_mm_loadu_si128(p.add(l::SCALE_PAIRS + 16 * pair) as *const __m128i));
-                    let sums = _mm256_permutevar8x32_epi32(bsums, _mm256_set1_epi32(pair as i32));
-                    offset = Avx512VnniDot::dot_i16(offset, sc, sums);
-                }
-                let acc = _mm256_sub_epi32(fold_pairs(acc[r]), _mm256_slli_epi32(offset, 5));
-                sum[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc), _mm256_mul_ps(d, _mm256_set1_ps(y.d)), sum[r]);
+                sum[r] = finish_q6_k_block::<Avx512VnniDot>(sum[r], fold_pairs(acc[r]), p, a[r].get_unchecked(b));
             }
         }
-        let mut out = [[0f32; 8]; R];
-        for r in 0..R {
-            _mm256_storeu_ps(out[r].as_mut_ptr(), sum[r]);
-        }
-        out
+        rows_out(sum)
     }
 }
