@@ -4,26 +4,33 @@
 //! Why a second form of the same products: on a CPU with full-width AVX-512 (Zen 5, Intel server
 //! chips) a zmm `vpdpbusd` does twice the multiply-adds of a ymm one in the same time, and the
 //! 256-bit kernels are bound by instruction count (a byte broadcast, a `vpmaddubsw` and a
-//! `vpaddw` per 32 multiply-adds and row), not by the multiply-adds. Here each row costs one
-//! 64-bit broadcast and one zmm `vpdpbusd` per 64 multiply-adds.
+//! `vpaddw` per 32 multiply-adds and row), not by the multiply-adds.
 //!
-//! Each 32-byte chunk of the packed layout holds, for each of the eight columns, weights v..v+4
-//! in the low nibbles and v+4..v+8 in the high nibbles. The two nibble halves are interleaved
-//! into one zmm (lane 2c: column c's weights v..v+4, lane 2c+1: v+4..v+8), so that one
-//! activation qword (values v..v+8) broadcast to every lane pair meets the right weights. The
-//! integer sums of each Q4_K sub-block fit in i16 and are scaled with one `vpdpwssd`; those of a
-//! Q6_K scale group need more bits and take `vpmulld` (a `vpdpwssd` per chunk measured no
-//! faster). At the end of a super-block the two lanes of each column are added and the rest is
-//! the 256-bit kernels' own finish (`avx2::K4Finish`, `avx2::finish_q6_k_block`), so both
-//! forms give the same integers and the same float operations.
+//! The main form (`gemm_*_x16`) takes two adjacent groups at once, so that lane c of a zmm is
+//! column c of sixteen: 32 packed bytes of each group make one zmm of low nibbles (weights
+//! v..v+4 of each column) and one of high nibbles (v+4..v+8), and each meets one 32-bit
+//! activation broadcast that `vpdpbusd` reads from memory itself (an embedded broadcast: one
+//! instruction per 64 multiply-adds and row, no separate broadcast). What limits these kernels
+//! is the multiply unit, so the scaling of the sums takes as few multiplies as it can: a Q4_K
+//! column's low- and high-nibble sums of a sub-block each fit in i16, so they share one lane as
+//! an i16 pair and one `vpdpwssd` scales both (one per eight `vpdpbusd`). Q6_K's sums need more
+//! bits and take one `vpmulld` per four `vpdpbusd`.
+//!
+//! A lone group (an odd count) takes `gemm_*_x8`: each 32-byte chunk's two nibble halves
+//! interleaved into one zmm (lane 2c: column c's weights v..v+4, lane 2c+1: v+4..v+8) against a
+//! 64-bit activation broadcast, the lane pairs added at the end of each super-block.
+//!
+//! Both forms compute the same integers as the 256-bit kernels and end each super-block with
+//! the same float operations (`avx2::K4Finish`, `avx2::finish_q6_k_block`, or their lane-wise
+//! zmm forms here), so all give bit-identical results (tested).
 //!
 //! Safety contract of every `unsafe fn` here: the CPU supports AVX2, FMA, AVX-512 F, BW, VL and
-//! VNNI (checked by `Isa::Avx512Vnni.is_available()` before dispatch), `group` holds whole
-//! packed blocks, and every activation row holds one block per packed block.
+//! VNNI (checked by `Isa::Avx512Vnni.is_available()` before dispatch), `group` (or each half of
+//! `pair`) holds whole packed blocks, and every activation row holds one block per packed block.
 
 use std::arch::x86_64::*;
 
-use super::avx2::{K4Finish, finish_q6_k_block, load, rows_out};
+use super::avx2::{K4Finish, SUB_BLOCK_PAIR_AT, finish_q6_k_block, load, rows_out, sub_block_pair_sums};
 use super::int8_dot::Avx512VnniDot;
 use super::repack::{Q4_K_GROUP_BLOCK, Q6_K_GROUP_BLOCK, q4k_layout, q6k_layout};
 use crate::quant::q8::BlockQ8K;
@@ -160,5 +167,192 @@ pub unsafe fn gemm_q6_k_x8<const R: usize>(group: &[u8], a: &[&[BlockQ8K]; R]) -
             }
         }
         rows_out(sum)
+    }
+}
+
+/// `lo` in lanes 0..8, `hi` in lanes 8..16.
+#[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl,avx512vnni")]
+#[inline]
+fn halves(lo: __m256i, hi: __m256i) -> __m512i {
+    _mm512_inserti64x4::<1>(_mm512_castsi256_si512(lo), hi)
+}
+
+/// The 32 bytes at `p` (the first group's) and at `q` (the second's) as one zmm.
+#[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl,avx512vnni")]
+#[inline]
+unsafe fn load_pair(p: *const u8, q: *const u8) -> __m512i {
+    // SAFETY: 32 readable bytes at each (the caller's layout).
+    unsafe { halves(load(p), load(q)) }
+}
+
+/// Eight bytes at `p` and eight at `q` (one per column of each group), as sixteen i32.
+#[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl,avx512vnni")]
+#[inline]
+unsafe fn pair_bytes_epi32(p: *const u8, q: *const u8, signed: bool) -> __m512i {
+    // SAFETY: 8 readable bytes at each (the caller's layout).
+    let b = unsafe { _mm_unpacklo_epi64(_mm_loadl_epi64(p as *const __m128i), _mm_loadl_epi64(q as *const __m128i)) };
+    if signed { _mm512_cvtepi8_epi32(b) } else { _mm512_cvtepu8_epi32(b) }
+}
+
+/// Sixteen bytes at `p` and sixteen at `q` (a pair per column of each group), as 32 i16.
+#[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl,avx512vnni")]
+#[inline]
+unsafe fn pair_bytes_epi16(p: *const u8, q: *const u8, signed: bool) -> __m512i {
+    // SAFETY: 16 readable bytes at each (the caller's layout).
+    let b = unsafe { _mm256_loadu2_m128i(q as *const __m128i, p as *const __m128i) };
+    if signed { _mm512_cvtepi8_epi16(b) } else { _mm512_cvtepu8_epi16(b) }
+}
+
+/// The eight f32 at `p` and the eight at `q`.
+#[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl,avx512vnni")]
+#[inline]
+unsafe fn load_pair_ps(p: *const u8, q: *const u8) -> __m512 {
+    // SAFETY: 32 readable bytes at each (the caller's layout).
+    _mm512_castsi512_ps(unsafe { load_pair(p, q) })
+}
+
+/// The four activation bytes at `y` as one i32 (which `vpdpbusd` broadcasts from memory).
+#[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl,avx512vnni")]
+#[inline]
+unsafe fn activations4(y: *const i8) -> __m512i {
+    // SAFETY: 4 readable bytes at `y` (the caller's contract).
+    _mm512_set1_epi32(unsafe { (y as *const i32).read_unaligned() })
+}
+
+/// Broadcasts 32-bit element `at` (< 8) of `v` to all sixteen lanes.
+#[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl,avx512vnni")]
+#[inline]
+fn broadcast_element(v: __m256i, at: i32) -> __m512i {
+    // The index reads lanes below 8 only, so the undefined upper half is never used.
+    _mm512_permutexvar_epi32(_mm512_set1_epi32(at), _mm512_castsi256_si512(v))
+}
+
+/// The sixteen column sums of each row.
+#[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl,avx512vnni")]
+#[inline]
+fn rows_out16<const R: usize>(sum: [__m512; R]) -> [[f32; 16]; R] {
+    let mut out = [[0f32; 16]; R];
+    for r in 0..R {
+        // SAFETY: `out[r]` holds sixteen floats.
+        unsafe { _mm512_storeu_ps(out[r].as_mut_ptr(), sum[r]) };
+    }
+    out
+}
+
+/// Two adjacent interleaved Q4_K groups (`pair`: the first group's bytes, then the second's)
+/// against R activation rows: `out[r][c] = dot(column c of the sixteen, a[r])`.
+#[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl,avx512vnni")]
+pub unsafe fn gemm_q4_k_x16<const R: usize>(pair: &[u8], a: &[&[BlockQ8K]; R]) -> [[f32; 16]; R] {
+    use q4k_layout as l;
+    let second = pair.len() / 2;
+    // SAFETY: the module's contract: every offset below lies within a packed block of each
+    // group and every activation index within a row.
+    unsafe {
+        let m4 = _mm512_set1_epi8(0x0F);
+        let mut sum = [_mm512_setzero_ps(); R];
+        for (b, blk) in pair[..second].chunks_exact(Q4_K_GROUP_BLOCK).enumerate() {
+            let (p, q) = (blk.as_ptr(), blk.as_ptr().add(second));
+            let mut acc = [_mm512_setzero_si512(); R];
+            for j in 0..8 {
+                // Each column's scale in both i16 halves of its lane.
+                let s = pair_bytes_epi32(p.add(l::SCALES + 8 * j), q.add(l::SCALES + 8 * j), false);
+                let scales = _mm512_or_si512(s, _mm512_slli_epi32(s, 16));
+                let mut low = [_mm512_setzero_si512(); R];
+                let mut high = [_mm512_setzero_si512(); R];
+                for k in 0..4 {
+                    let at = l::QS + 128 * j + 32 * k;
+                    let z = load_pair(p.add(at), q.add(at));
+                    let (w_low, w_high) = (_mm512_and_si512(z, m4), _mm512_and_si512(_mm512_srli_epi16(z, 4), m4));
+                    let v = 32 * j + 8 * k;
+                    for r in 0..R {
+                        let y = a[r].get_unchecked(b).qs.as_ptr().add(v);
+                        low[r] = _mm512_dpbusd_epi32(low[r], w_low, activations4(y));
+                        high[r] = _mm512_dpbusd_epi32(high[r], w_high, activations4(y.add(4)));
+                    }
+                }
+                for r in 0..R {
+                    // Each sum has 16 products of at most 15 x 128, so it fits in i16 (30720):
+                    // the low-nibble sum in the lane's low half, the high-nibble sum above it.
+                    let both = _mm512_mask_blend_epi16(0xAAAA_AAAA, low[r], _mm512_slli_epi32(high[r], 16));
+                    acc[r] = _mm512_dpwssd_epi32(acc[r], both, scales);
+                }
+            }
+            // `K4Finish::add`, lane-wise on sixteen columns (the same float operations).
+            let d = load_pair_ps(p.add(l::D), q.add(l::D));
+            let dmin = load_pair_ps(p.add(l::DMIN), q.add(l::DMIN));
+            let pair_mins: [__m512i; 4] =
+                std::array::from_fn(|m| pair_bytes_epi16(p.add(l::MINS + 16 * m), q.add(l::MINS + 16 * m), false));
+            for r in 0..R {
+                let y = a[r].get_unchecked(b);
+                let sub16 = sub_block_pair_sums(y);
+                let mut mins = _mm512_setzero_si512();
+                for (m, at) in pair_mins.iter().zip(SUB_BLOCK_PAIR_AT) {
+                    mins = _mm512_dpwssd_epi32(mins, *m, broadcast_element(sub16, at));
+                }
+                let da = _mm512_set1_ps(y.d);
+                sum[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc[r]), _mm512_mul_ps(d, da), sum[r]);
+                sum[r] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(mins), _mm512_mul_ps(dmin, da), sum[r]);
+            }
+        }
+        rows_out16(sum)
+    }
+}
+
+/// Two adjacent interleaved Q6_K groups against R activation rows (as `gemm_q4_k_x16`). The
+/// weights are used as stored (0..63, standing for -32..31); the +32 offset is removed once
+/// per block with the activation sums.
+#[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl,avx512vnni")]
+pub unsafe fn gemm_q6_k_x16<const R: usize>(pair: &[u8], a: &[&[BlockQ8K]; R]) -> [[f32; 16]; R] {
+    use q6k_layout as l;
+    let second = pair.len() / 2;
+    // SAFETY: as for `gemm_q4_k_x16`.
+    unsafe {
+        let (m4, m3) = (_mm512_set1_epi8(0x0F), _mm512_set1_epi8(3));
+        let mut sum = [_mm512_setzero_ps(); R];
+        for (b, blk) in pair[..second].chunks_exact(Q6_K_GROUP_BLOCK).enumerate() {
+            let (p, q) = (blk.as_ptr(), blk.as_ptr().add(second));
+            let mut acc = [_mm512_setzero_si512(); R];
+            for g in 0..16 {
+                let scales = pair_bytes_epi32(p.add(l::SCALES + 8 * g), q.add(l::SCALES + 8 * g), true);
+                let high = load_pair(p.add(l::HI + 32 * g), q.add(l::HI + 32 * g));
+                // At most 16 x 63 x 128 per column and scale group: no overflow in i32.
+                let mut part = [_mm512_setzero_si512(); R];
+                for t in 0..2 {
+                    let k = 2 * g + t;
+                    let low = load_pair(p.add(l::LO + 32 * k), q.add(l::LO + 32 * k));
+                    let h = _mm512_srl_epi16(high, _mm_cvtsi32_si128(4 * t as i32));
+                    let w_low =
+                        _mm512_or_si512(_mm512_and_si512(low, m4), _mm512_slli_epi16(_mm512_and_si512(h, m3), 4));
+                    let w_high = _mm512_or_si512(
+                        _mm512_and_si512(_mm512_srli_epi16(low, 4), m4),
+                        _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(h, 2), m3), 4),
+                    );
+                    for r in 0..R {
+                        let y = a[r].get_unchecked(b).qs.as_ptr().add(8 * k);
+                        part[r] = _mm512_dpbusd_epi32(part[r], w_low, activations4(y));
+                        part[r] = _mm512_dpbusd_epi32(part[r], w_high, activations4(y.add(4)));
+                    }
+                }
+                for r in 0..R {
+                    acc[r] = _mm512_add_epi32(acc[r], _mm512_mullo_epi32(part[r], scales));
+                }
+            }
+            // `finish_q6_k_block`, lane-wise on sixteen columns (the same float operations).
+            let d = load_pair_ps(p.add(l::D), q.add(l::D));
+            let scale_pairs: [__m512i; 8] = std::array::from_fn(|pair| {
+                pair_bytes_epi16(p.add(l::SCALE_PAIRS + 16 * pair), q.add(l::SCALE_PAIRS + 16 * pair), true)
+            });
+            for r in 0..R {
+                let y = a[r].get_unchecked(b);
+                let bsums = _mm256_loadu_si256(y.bsums.as_ptr() as *const __m256i);
+                let mut offset = _mm512_setzero_si512();
+                for (pair, sc) in scale_pairs.iter().enumerate() {
+                    offset = _mm512_dpwssd_epi32(offset, *sc, broadcast_element(bsums, pair as i32));
+                }
+                let acc = _mm512_sub_epi32(acc[r], _mm512_slli_epi32(offset, 5));
+                sum[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc), _mm512_mul_ps(d, _mm512_set1_ps(y.d)), sum[r]);
+            }
+        }
+        rows_out16(sum)
     }
 }

@@ -6,6 +6,7 @@ use super::Isa;
 use super::avx2::{self, packed_avx_vnni, packed_avx2, packed_avx512_vnni};
 #[cfg(target_arch = "x86_64")]
 use super::avx512;
+use super::repack::COLS;
 use crate::quant::q8::{BlockQ8_0, BlockQ8K};
 use crate::quant::{GgmlType, vec_dot};
 
@@ -58,6 +59,21 @@ macro_rules! zmm_by_rows {
     };
 }
 
+/// Groups one packed-kernel call takes at most (`gemm_packed`).
+pub const MAX_CALL_GROUPS: usize = 2;
+
+/// Columns of one packed-kernel call's results per row.
+pub const CALL_COLS: usize = MAX_CALL_GROUPS * COLS;
+
+/// How many adjacent groups a packed-kernel call on `isa` should take for `ty`: two where a
+/// kernel computes sixteen columns at once (the 512-bit Q4_K and Q6_K kernels), else one.
+pub fn packed_call_groups(isa: Isa, ty: GgmlType) -> usize {
+    match (isa, ty) {
+        (Isa::Avx512Vnni, GgmlType::Q4_K | GgmlType::Q6_K) => 2,
+        _ => 1,
+    }
+}
+
 fn check<A>(isa: Isa, ty: GgmlType, w: &[u8], acts: &[&[A]], out: &[f32]) {
     assert!(isa.is_available(), "{isa:?} kernels need a CPU that supports them");
     assert!(acts.len() <= ROW_GROUP && out.len() == acts.len());
@@ -103,10 +119,12 @@ pub fn dot_rows_q8_0(isa: Isa, w: &[u8], acts: &[&[BlockQ8_0]], out: &mut [f32])
     }
 }
 
-/// `out[r][c] = dot(column c of a packed group, acts[r])` for up to `PACKED_ROW_GROUP` rows, on a
-/// Q4_K, Q5_K or Q6_K group in the `cpu::repack` layout. Only the x86 SIMD paths have packed
-/// kernels; the scalar reference for the same product is `dot_rows_q8k` on the unpacked rows.
-pub fn gemm_packed(isa: Isa, ty: GgmlType, group: &[u8], acts: &[&[BlockQ8K]], out: &mut [[f32; super::repack::COLS]]) {
+/// `out[r][c] = dot(column c of the packed groups, acts[r])` for up to `PACKED_ROW_GROUP` rows,
+/// on one or two adjacent Q4_K, Q5_K or Q6_K groups in the `cpu::repack` layout (`groups`: their
+/// bytes, one after the other; `out[r][..8 * groups]` is written). Only the x86 SIMD paths have
+/// packed kernels; the scalar reference for the same product is `dot_rows_q8k` on the unpacked
+/// rows.
+pub fn gemm_packed(isa: Isa, ty: GgmlType, groups: &[u8], acts: &[&[BlockQ8K]], out: &mut [[f32; CALL_COLS]]) {
     use super::repack::{Q4_K_GROUP_BLOCK, Q5_K_GROUP_BLOCK, Q6_K_GROUP_BLOCK};
     let block = match ty {
         GgmlType::Q4_K => Q4_K_GROUP_BLOCK,
@@ -114,28 +132,59 @@ pub fn gemm_packed(isa: Isa, ty: GgmlType, group: &[u8], acts: &[&[BlockQ8K]], o
         GgmlType::Q6_K => Q6_K_GROUP_BLOCK,
         _ => panic!("no packed kernel for {ty} with Q8_K activations"),
     };
-    check_packed(isa, block, group, acts, out);
+    let n_groups = check_packed(isa, block, groups, acts, out);
     #[cfg(target_arch = "x86_64")]
-    match (isa, ty) {
-        (Isa::Avx512Vnni, GgmlType::Q4_K) => zmm_by_rows!(gemm_q4_k_x8, group, acts, out),
-        (Isa::Avx512Vnni, GgmlType::Q6_K) => zmm_by_rows!(gemm_q6_k_x8, group, acts, out),
-        (_, GgmlType::Q4_K) => packed_by_rows!(isa, gemm_q4_k_x8, group, acts, out),
-        (_, GgmlType::Q5_K) => packed_by_rows!(isa, gemm_q5_k_x8, group, acts, out),
-        _ => packed_by_rows!(isa, gemm_q6_k_x8, group, acts, out),
+    match (isa, ty, n_groups) {
+        (Isa::Avx512Vnni, GgmlType::Q4_K, 2) => zmm_by_rows!(gemm_q4_k_x16, groups, acts, out),
+        (Isa::Avx512Vnni, GgmlType::Q6_K, 2) => zmm_by_rows!(gemm_q6_k_x16, groups, acts, out),
+        _ => each_group(groups, n_groups, out, |group, o| match (isa, ty) {
+            (Isa::Avx512Vnni, GgmlType::Q4_K) => zmm_by_rows!(gemm_q4_k_x8, group, acts, o),
+            (Isa::Avx512Vnni, GgmlType::Q6_K) => zmm_by_rows!(gemm_q6_k_x8, group, acts, o),
+            (_, GgmlType::Q4_K) => packed_by_rows!(isa, gemm_q4_k_x8, group, acts, o),
+            (_, GgmlType::Q5_K) => packed_by_rows!(isa, gemm_q5_k_x8, group, acts, o),
+            _ => packed_by_rows!(isa, gemm_q6_k_x8, group, acts, o),
+        }),
     }
 }
 
-/// `gemm_packed` for a Q8_0 group and Q8_0 activations; the scalar reference is
-/// `dot_rows_q8_0` on the unpacked rows.
-pub fn gemm_packed_q8_0(isa: Isa, group: &[u8], acts: &[&[BlockQ8_0]], out: &mut [[f32; super::repack::COLS]]) {
-    check_packed(isa, super::repack::Q8_0_GROUP_BLOCK, group, acts, out);
+/// `gemm_packed` for Q8_0 groups and Q8_0 activations; the scalar reference is `dot_rows_q8_0`
+/// on the unpacked rows.
+pub fn gemm_packed_q8_0(isa: Isa, groups: &[u8], acts: &[&[BlockQ8_0]], out: &mut [[f32; CALL_COLS]]) {
+    let n_groups = check_packed(isa, super::repack::Q8_0_GROUP_BLOCK, groups, acts, out);
     #[cfg(target_arch = "x86_64")]
-    packed_by_rows!(isa, gemm_q8_0_x8, group, acts, out)
+    each_group(groups, n_groups, out, |group, o| packed_by_rows!(isa, gemm_q8_0_x8, group, acts, o));
 }
 
-fn check_packed<A, O>(isa: Isa, block: usize, group: &[u8], acts: &[&[A]], out: &[O]) {
+/// Runs `kernel(group, results)` on each of the `n_groups` groups in `groups`, one at a time,
+/// and puts group g's eight columns at `out[r][8 g..8 g + 8]`.
+fn each_group(
+    groups: &[u8],
+    n_groups: usize,
+    out: &mut [[f32; CALL_COLS]],
+    kernel: impl Fn(&[u8], &mut [[f32; COLS]]),
+) {
+    let mut results = [[0f32; COLS]; PACKED_ROW_GROUP];
+    let results = &mut results[..out.len()];
+    for (g, group) in groups.chunks_exact(groups.len() / n_groups).enumerate() {
+        kernel(group, results);
+        for (o, res) in out.iter_mut().zip(results.iter()) {
+            o[g * COLS..(g + 1) * COLS].copy_from_slice(res);
+        }
+    }
+}
+
+/// Checks the operands of a packed-kernel call; returns how many groups `groups` holds.
+fn check_packed<A, O>(isa: Isa, block: usize, groups: &[u8], acts: &[&[A]], out: &[O]) -> usize {
     assert!(isa.is_available() && isa.is_x86_simd(), "packed kernels run on the x86 SIMD paths");
-    assert!(acts.len() <= PACKED_ROW_GROUP && out.len() == acts.len());
-    let nb = group.len() / block;
-    assert!(group.len().is_multiple_of(block) && acts.iter().all(|a| a.len() == nb), "ragged packed operands");
+    assert!((1..=PACKED_ROW_GROUP).contains(&acts.len()) && out.len() == acts.len());
+    let group_bytes = acts[0].len() * block;
+    let n_groups = groups.len() / group_bytes.max(1);
+    assert!(
+        group_bytes > 0 && (1..=MAX_CALL_GROUPS).contains(&n_groups) && groups.len() == n_groups * group_bytes,
+        "packed operands: {} bytes are not 1 or 2 groups of {} blocks",
+        groups.len(),
+        acts[0].len()
+    );
+    assert!(acts.iter().all(|a| a.len() == acts[0].len()), "ragged packed operands");
+    n_groups
 }

@@ -123,7 +123,12 @@ impl Packed {
 
     /// The bytes of group `g` (all its super-blocks).
     pub fn group(&self, g: usize) -> &[u8] {
-        &self.data.bytes()[g * self.group_bytes..(g + 1) * self.group_bytes]
+        self.groups(g..g + 1)
+    }
+
+    /// The bytes of the adjacent groups `groups`, one after the other.
+    pub fn groups(&self, groups: Range<usize>) -> &[u8] {
+        &self.data.bytes()[groups.start * self.group_bytes..groups.end * self.group_bytes]
     }
 }
 

@@ -27,6 +27,10 @@ impl ColumnBlock<'_> {
         self.first_col
     }
 
+    pub fn width(&self) -> usize {
+        self.width
+    }
+
     /// The block's cells in row `r`.
     pub fn row_mut(&mut self, r: usize) -> &mut [f32] {
         assert!(r < self.n_rows, "row {r} of a {}-row matrix", self.n_rows);

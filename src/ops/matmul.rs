@@ -12,7 +12,8 @@ use rayon::prelude::*;
 use super::column_blocks::par_column_blocks;
 use crate::cpu::repack::{COLS, Packed};
 use crate::cpu::{
-    Isa, PACKED_ROW_GROUP, ROW_GROUP, active_isa, dot_f32, dot_rows_q8_0, dot_rows_q8k, gemm_packed, gemm_packed_q8_0,
+    CALL_COLS, Isa, PACKED_ROW_GROUP, ROW_GROUP, active_isa, dot_f32, dot_rows_q8_0, dot_rows_q8k, gemm_packed,
+    gemm_packed_q8_0, packed_call_groups,
 };
 use crate::quant::q8::{BlockQ8_0, BlockQ8K, quantize_q8_0, quantize_q8_k};
 use crate::quant::{DequantError, GgmlType, dequantize};
@@ -109,7 +110,7 @@ trait Activations: Default + Clone + Send + Sync + Sized {
     const BLOCK: usize;
     fn quantize(x: &[f32], out: &mut [Self]);
     /// `cpu::gemm_packed` for this format.
-    fn packed(isa: Isa, ty: GgmlType, group: &[u8], acts: &[&[Self]], out: &mut [[f32; COLS]]);
+    fn packed(isa: Isa, ty: GgmlType, groups: &[u8], acts: &[&[Self]], out: &mut [[f32; CALL_COLS]]);
     /// `cpu::dot_rows_q8k` / `dot_rows_q8_0`.
     fn rows(isa: Isa, ty: GgmlType, w: &[u8], acts: &[&[Self]], out: &mut [f32]);
 }
@@ -119,8 +120,8 @@ impl Activations for BlockQ8K {
     fn quantize(x: &[f32], out: &mut [Self]) {
         quantize_q8_k(x, out)
     }
-    fn packed(isa: Isa, ty: GgmlType, group: &[u8], acts: &[&[Self]], out: &mut [[f32; COLS]]) {
-        gemm_packed(isa, ty, group, acts, out)
+    fn packed(isa: Isa, ty: GgmlType, groups: &[u8], acts: &[&[Self]], out: &mut [[f32; CALL_COLS]]) {
+        gemm_packed(isa, ty, groups, acts, out)
     }
     fn rows(isa: Isa, ty: GgmlType, w: &[u8], acts: &[&[Self]], out: &mut [f32]) {
         dot_rows_q8k(isa, ty, w, acts, out)
@@ -132,8 +133,8 @@ impl Activations for BlockQ8_0 {
     fn quantize(x: &[f32], out: &mut [Self]) {
         quantize_q8_0(x, out)
     }
-    fn packed(isa: Isa, _: GgmlType, group: &[u8], acts: &[&[Self]], out: &mut [[f32; COLS]]) {
-        gemm_packed_q8_0(isa, group, acts, out)
+    fn packed(isa: Isa, _: GgmlType, groups: &[u8], acts: &[&[Self]], out: &mut [[f32; CALL_COLS]]) {
+        gemm_packed_q8_0(isa, groups, acts, out)
     }
     fn rows(isa: Isa, _: GgmlType, w: &[u8], acts: &[&[Self]], out: &mut [f32]) {
         dot_rows_q8_0(isa, w, acts, out)
@@ -162,8 +163,8 @@ fn integer_matmul<A: Activations>(
     let acts = &*acts;
     let mut first_col = 0;
     if let Some(packed) = w.packed.filter(|_| isa.is_x86_simd()) {
-        let kernel = |g: &[u8], a: &[&[A]], o: &mut [[f32; COLS]]| A::packed(isa, packed.ty, g, a, o);
-        packed_products(packed, n_rows, acts, nb, kernel, out, n_out);
+        let kernel = |g: &[u8], a: &[&[A]], o: &mut [[f32; CALL_COLS]]| A::packed(isa, packed.ty, g, a, o);
+        packed_products(packed, packed_call_groups(isa, packed.ty), n_rows, acts, nb, kernel, out, n_out);
         first_col = packed.n_groups * COLS;
     }
     if first_col < n_out {
@@ -175,29 +176,33 @@ fn integer_matmul<A: Activations>(
 }
 
 /// `out[r][o] = dot(w[o], acts[r])` for the columns of the interleaved groups of a packed
-/// matrix (`out` row-major, `n_out` columns), through `kernel(group, rows, results)`
-/// (`PACKED_ROW_GROUP` activation rows at a time), one group per task.
+/// matrix (`out` row-major, `n_out` columns), through `kernel(groups, rows, results)`
+/// (`PACKED_ROW_GROUP` activation rows at a time), `call_groups` adjacent groups per task.
+#[allow(clippy::too_many_arguments)]
 fn packed_products<A: Sync>(
     packed: &Packed,
+    call_groups: usize,
     n_rows: usize,
     acts: &[A],
     nb: usize,
-    kernel: impl Fn(&[u8], &[&[A]], &mut [[f32; COLS]]) + Sync,
+    kernel: impl Fn(&[u8], &[&[A]], &mut [[f32; CALL_COLS]]) + Sync,
     out: &mut [f32],
     n_out: usize,
 ) {
-    par_column_blocks(out, n_rows, n_out, packed.n_groups * COLS, COLS).for_each(|mut block| {
-        let group_data = packed.group(block.first_col() / COLS);
-        let mut results = [[0f32; COLS]; PACKED_ROW_GROUP];
+    par_column_blocks(out, n_rows, n_out, packed.n_groups * COLS, call_groups * COLS).for_each(|mut block| {
+        let first_group = block.first_col() / COLS;
+        let width = block.width();
+        let groups = packed.groups(first_group..first_group + width / COLS);
+        let mut results = [[0f32; CALL_COLS]; PACKED_ROW_GROUP];
         for first in (0..n_rows).step_by(PACKED_ROW_GROUP) {
             let rows = PACKED_ROW_GROUP.min(n_rows - first);
             let mut group: [&[A]; PACKED_ROW_GROUP] = [&[]; PACKED_ROW_GROUP];
             for (i, slot) in group.iter_mut().enumerate().take(rows) {
                 *slot = &acts[(first + i) * nb..(first + i + 1) * nb];
             }
-            kernel(group_data, &group[..rows], &mut results[..rows]);
+            kernel(groups, &group[..rows], &mut results[..rows]);
             for (i, res) in results[..rows].iter().enumerate() {
-                block.row_mut(first + i).copy_from_slice(res);
+                block.row_mut(first + i).copy_from_slice(&res[..width]);
             }
         }
     });

@@ -4,8 +4,8 @@
 
 use dllm::cpu::repack::{has_layout, pack};
 use dllm::cpu::{
-    Isa, PACKED_ROW_GROUP, ROW_GROUP, Rows, dot_f32, dot_rows_f32, dot_rows_q8_0, dot_rows_q8k, gemm_packed,
-    gemm_packed_q8_0, softmax_scaled, weighted_rows_f32,
+    CALL_COLS, Isa, MAX_CALL_GROUPS, PACKED_ROW_GROUP, ROW_GROUP, Rows, dot_f32, dot_rows_f32, dot_rows_q8_0,
+    dot_rows_q8k, gemm_packed, gemm_packed_q8_0, softmax_scaled, weighted_rows_f32,
 };
 use dllm::ops::matmul::{MatmulScratch, Matrix, matmul_on};
 use dllm::quant::blocks::{q4_k, q5_k, q6_k, q8_0};
@@ -159,14 +159,20 @@ fn packed_kernels_match_scalar_on(isa: Isa) {
             for rows in 1..=PACKED_ROW_GROUP {
                 let acts8k: Vec<&[BlockQ8K]> = a8k.chunks(n_in / 256).take(rows).collect();
                 let acts8_0: Vec<&[BlockQ8_0]> = a8_0.chunks(n_in / 32).take(rows).collect();
-                for g in 0..n_out / 8 {
-                    let mut got = vec![[0f32; 8]; rows];
+                // Every group alone, and pairs of adjacent groups (a lone one at the end of an
+                // odd count), as each kernel takes them.
+                for (first, n) in (1..=MAX_CALL_GROUPS).flat_map(|per_call| {
+                    (0..n_out / 8).step_by(per_call).map(move |g| (g, per_call.min(n_out / 8 - g)))
+                }) {
+                    let mut got = vec![[0f32; CALL_COLS]; rows];
+                    let groups = packed.groups(first..first + n);
                     match ty {
-                        GgmlType::Q8_0 => gemm_packed_q8_0(isa, packed.group(g), &acts8_0, &mut got),
-                        _ => gemm_packed(isa, ty, packed.group(g), &acts8k, &mut got),
+                        GgmlType::Q8_0 => gemm_packed_q8_0(isa, groups, &acts8_0, &mut got),
+                        _ => gemm_packed(isa, ty, groups, &acts8k, &mut got),
                     }
-                    for c in 0..8 {
-                        let col = &data[(8 * g + c) * rb..(8 * g + c + 1) * rb];
+                    let g = format!("groups {first}..{}", first + n);
+                    for c in 0..8 * n {
+                        let col = &data[(8 * first + c) * rb..(8 * first + c + 1) * rb];
                         // The reference one row at a time (the row kernels take `ROW_GROUP`).
                         let want: Vec<f32> = (0..rows)
                             .map(|r| {
@@ -184,7 +190,7 @@ fn packed_kernels_match_scalar_on(isa: Isa) {
                                 got[r][c],
                                 want[r],
                                 scale,
-                                &format!("{isa:?} packed {ty} {n_in} group {g} col {c} row {r}"),
+                                &format!("{isa:?} packed {ty} {n_in} {g} col {c} row {r}"),
                             );
                         }
                     }
@@ -268,7 +274,7 @@ fn wide_packed_kernels_equal_the_256_bit_ones() {
     }
     let mut rng = ChaCha8Rng::seed_from_u64(5);
     for ty in [GgmlType::Q4_K, GgmlType::Q6_K] {
-        let (n_in, n_out) = (4096, 16);
+        let (n_in, n_out) = (4096, 24);
         let data = random_weights(&mut rng, ty, n_in, n_out);
         let packed = pack(ty, &data, n_in, n_out, |_| {});
         let x = random_activations(&mut rng, PACKED_ROW_GROUP * n_in);
@@ -276,11 +282,12 @@ fn wide_packed_kernels_equal_the_256_bit_ones() {
         quantize_q8_k(&x, &mut a8k);
         let acts: Vec<&[BlockQ8K]> = a8k.chunks(n_in / 256).collect();
         for rows in 1..=PACKED_ROW_GROUP {
-            for g in 0..n_out / 8 {
-                let (mut wide, mut narrow) = (vec![[0f32; 8]; rows], vec![[0f32; 8]; rows]);
-                gemm_packed(Isa::Avx512Vnni, ty, packed.group(g), &acts[..rows], &mut wide);
-                gemm_packed(Isa::Avx2, ty, packed.group(g), &acts[..rows], &mut narrow);
-                assert_eq!(wide, narrow, "{ty} rows {rows} group {g}");
+            // The sixteen-column kernels on a pair, the eight-column ones on a lone group.
+            for groups in [0..2, 1..3, 2..3] {
+                let (mut wide, mut narrow) = (vec![[0f32; CALL_COLS]; rows], vec![[0f32; CALL_COLS]; rows]);
+                gemm_packed(Isa::Avx512Vnni, ty, packed.groups(groups.clone()), &acts[..rows], &mut wide);
+                gemm_packed(Isa::Avx2, ty, packed.groups(groups.clone()), &acts[..rows], &mut narrow);
+                assert_eq!(wide, narrow, "{ty} rows {rows} groups {groups:?}");
             }
         }
     }
