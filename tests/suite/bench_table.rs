@@ -4,7 +4,7 @@
 use dllm::bench::{BenchResult, render_decoding_table, render_table};
 
 /// Each table sits between a start and an end marker.
-const TABLES: [(&str, &str); 3] = [
+const TABLES: [(&str, &str); 4] = [
     (
         "<!-- bench-table:start (generated from benches/results by tests/suite/bench_table.rs) -->\n",
         "<!-- bench-table:end -->",
@@ -17,7 +17,27 @@ const TABLES: [(&str, &str); 3] = [
         "<!-- gemm-table:start (generated from benches/results by tests/suite/bench_table.rs) -->\n",
         "<!-- gemm-table:end -->",
     ),
+    (
+        "<!-- llama-cpp-table:start (generated from benches/results by tests/suite/bench_table.rs) -->\n",
+        "<!-- llama-cpp-table:end -->",
+    ),
 ];
+
+/// What `scripts/compare-llama-cpp.sh` keeps of a llama-diffusion-cli run, with the name of the
+/// `dllm bench` result of the same run.
+#[derive(serde::Deserialize)]
+struct LlamaCppResult {
+    version: String,
+    threads: usize,
+    canvas: usize,
+    steps: usize,
+    ms_per_step: f64,
+    startup_ms: f64,
+    peak_rss_bytes: u64,
+    dllm_result: String,
+}
+
+const LLAMA_CPP_SUFFIX: &str = "-llama-cpp.json";
 
 #[test]
 fn readme_table_matches_result_files() {
@@ -28,6 +48,8 @@ fn readme_table_matches_result_files() {
         .filter(|p| p.extension().is_some_and(|e| e == "json"))
         .collect();
     files.sort();
+    let (llama_cpp, files): (Vec<_>, Vec<_>) =
+        files.into_iter().partition(|p| p.file_name().unwrap().to_string_lossy().ends_with(LLAMA_CPP_SUFFIX));
     assert!(!files.is_empty(), "benches/results holds no result");
     let results: Vec<(String, BenchResult)> = files
         .iter()
@@ -40,8 +62,9 @@ fn readme_table_matches_result_files() {
     let readme_path = format!("{root}/README.md");
     let mut readme = std::fs::read_to_string(&readme_path).unwrap();
     let gemm = render_gemm_table(&format!("{root}/benches/results"));
+    let vs_llama_cpp = render_llama_cpp_table(&llama_cpp, &results);
     for ((start_marker, end_marker), table) in
-        TABLES.iter().zip([render_table(&results), render_decoding_table(&results), gemm])
+        TABLES.iter().zip([render_table(&results), render_decoding_table(&results), gemm, vs_llama_cpp])
     {
         let start = readme.find(start_marker).expect("README has the table start marker") + start_marker.len();
         let end = readme.find(end_marker).expect("README has the table end marker");
@@ -58,6 +81,48 @@ fn readme_table_matches_result_files() {
     if std::env::var_os("UPDATE_README").is_some() {
         std::fs::write(&readme_path, readme).unwrap();
     }
+}
+
+/// dllm against llama.cpp's diffusion CLI, one row per `*-llama-cpp.json` and the dllm result
+/// measured in the same run (`scripts/compare-llama-cpp.sh`).
+fn render_llama_cpp_table(files: &[std::path::PathBuf], results: &[(String, BenchResult)]) -> String {
+    let mut t = String::from(
+        "| result files | model | threads, canvas, steps | dllm ms/step | llama.cpp ms/step | dllm speed-up | startup dllm / llama.cpp | peak RSS dllm / llama.cpp | llama.cpp |\n|---|---|---|---|---|---|---|---|---|\n",
+    );
+    for file in files {
+        let name = file.file_name().unwrap().to_string_lossy().into_owned();
+        let l: LlamaCppResult =
+            serde_json::from_str(&std::fs::read_to_string(file).unwrap()).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let (_, d) = results
+            .iter()
+            .find(|(f, _)| *f == l.dllm_result)
+            .unwrap_or_else(|| panic!("{name}: its dllm result {} is not in benches/results", l.dllm_result));
+        let s = &d.settings;
+        assert_eq!(
+            (d.machine.threads, s.prompt_tokens + s.gen_tokens, s.steps),
+            (l.threads, l.canvas, l.steps),
+            "{name}: the two runs differ in threads, canvas or steps"
+        );
+        let gb = |b: u64| b as f64 / 1e9;
+        t.push_str(&format!(
+            "| {name}, {} | {} | {} x{}, {} tokens, {} steps | {:.0} | {:.0} | {:.2}x | {:.2} s / {:.2} s | {:.2} GB / {:.2} GB | {} |\n",
+            l.dllm_result,
+            s.model,
+            d.machine.isa,
+            l.threads,
+            l.canvas,
+            l.steps,
+            d.ms_per_step.median,
+            l.ms_per_step,
+            l.ms_per_step / d.ms_per_step.median,
+            d.startup_ms / 1e3,
+            l.startup_ms / 1e3,
+            gb(d.peak_rss_bytes),
+            gb(l.peak_rss_bytes),
+            l.version.trim_start_matches("version: "),
+        ));
+    }
+    t
 }
 
 /// The GEMM table from `cargo bench --bench gemm` outputs kept as `gemm-*.txt`: for each path,
