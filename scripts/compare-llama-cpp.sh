@@ -53,8 +53,10 @@ cmd=("$cli" -m "$model" -p "Write a short story about a robot who learns to pain
 /usr/bin/time -v "${cmd[@]}" > "$log" 2>&1
 "$cli" --version > "$work/version.txt" 2>&1 || true
 
+# The command as recorded: the paths shortened to file names.
+shown=(llama-diffusion-cli -m "$(basename "$model")" "${cmd[@]:3}")
 python3 - "$log" "$work/version.txt" "$base-llama-cpp.json" "$(basename "$base-dllm.json")" "$version" "$threads" \
-    "$steps" "${cmd[*]}" << 'EOF'
+    "$steps" "${shown[*]}" << 'EOF'
 import json, re, sys
 log_path, version_path, out_path, dllm_file, sdist, threads, steps, command = sys.argv[1:]
 log = open(log_path, errors="replace").read()
@@ -74,8 +76,7 @@ result = {
     "tool": "llama.cpp llama-diffusion-cli",
     "version": version,
     "source": f"llama-cpp-python {sdist} sdist from PyPI (vendor/llama.cpp), CPU build, -march=native",
-    # Paths shortened to the file names.
-    "command": command.replace(command.split(" ")[0], "llama-diffusion-cli").replace(command.split(" ")[2], command.split(" ")[2].split("/")[-1]),
+    "command": command,
     "cpu": cpu,
     "cpu_flags": [f for f in flags if f.startswith(("avx", "fma", "f16c"))],
     "threads": int(threads),

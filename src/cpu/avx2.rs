@@ -305,9 +305,9 @@ unsafe fn gemm_k4_like_x8<O: Int8Dot, const R: usize>(
     }
 }
 
-/// The end of a packed Q4_K/Q5_K super-block, shared by the 256-bit and 512-bit kernels (so
-/// that both do the same float operations): the columns' scales and mins, loaded once.
-pub(super) struct K4Finish {
+/// The end of a packed Q4_K/Q5_K super-block: the columns' scales and mins, loaded once. The
+/// 512-bit kernels (`cpu::avx512`) do the same float operations lane-wise.
+struct K4Finish {
     d: __m256,
     dmin: __m256,
     /// Column c's mins of sub-blocks 2p and 2p+1, as i16 pairs.
@@ -317,7 +317,7 @@ pub(super) struct K4Finish {
 impl K4Finish {
     /// Safety: the module's contract; `p` is the start of a packed block.
     #[inline(always)]
-    pub(super) unsafe fn load(p: *const u8) -> K4Finish {
+    unsafe fn load(p: *const u8) -> K4Finish {
         use super::repack::q4k_layout as l;
         // SAFETY: the fields lie within the packed block (the caller's contract).
         unsafe {
@@ -335,7 +335,7 @@ impl K4Finish {
     /// block `y`, `acc` the block's scaled integer sums per column.
     /// Safety: the module's contract, with `O`'s instruction set.
     #[inline(always)]
-    pub(super) unsafe fn add<O: Int8Dot>(&self, sum: __m256, acc: __m256i, y: &BlockQ8K) -> __m256 {
+    unsafe fn add<O: Int8Dot>(&self, sum: __m256, acc: __m256i, y: &BlockQ8K) -> __m256 {
         // SAFETY: the caller's contract.
         unsafe {
             let sub16 = sub_block_pair_sums(y);
@@ -371,7 +371,7 @@ pub(super) unsafe fn sub_block_pair_sums(y: &BlockQ8K) -> __m256i {
 /// The eight column sums of each row, as the kernels return them.
 #[target_feature(enable = "avx2,fma")]
 #[inline]
-pub(super) fn rows_out<const R: usize>(sum: [__m256; R]) -> [[f32; 8]; R] {
+fn rows_out<const R: usize>(sum: [__m256; R]) -> [[f32; 8]; R] {
     let mut out = [[0f32; 8]; R];
     for r in 0..R {
         // SAFETY: `out[r]` holds eight floats.
@@ -423,12 +423,12 @@ unsafe fn gemm_q6_k_x8<O: Int8Dot, const R: usize>(group: &[u8], a: &[&[BlockQ8K
     }
 }
 
-/// The end of a packed Q6_K super-block at `p` for one activation row's block `y`, shared by
-/// the 256-bit and 512-bit kernels: removes the +32 storage offset from the scaled integer sums
+/// The end of a packed Q6_K super-block at `p` for one activation row's block `y` (the 512-bit
+/// kernels do the same lane-wise): removes the +32 storage offset from the scaled integer sums
 /// `acc` with the activation sums, then `sum + d * da * acc`.
 /// Safety: the module's contract, with `O`'s instruction set; `p` is the start of a packed block.
 #[inline(always)]
-pub(super) unsafe fn finish_q6_k_block<O: Int8Dot>(sum: __m256, acc: __m256i, p: *const u8, y: &BlockQ8K) -> __m256 {
+unsafe fn finish_q6_k_block<O: Int8Dot>(sum: __m256, acc: __m256i, p: *const u8, y: &BlockQ8K) -> __m256 {
     use super::repack::q6k_layout as l;
     // SAFETY: the caller's contract.
     unsafe {

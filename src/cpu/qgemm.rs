@@ -137,11 +137,9 @@ pub fn gemm_packed(isa: Isa, ty: GgmlType, groups: &[u8], acts: &[&[BlockQ8K]], 
     match (isa, ty, n_groups) {
         (Isa::Avx512Vnni, GgmlType::Q4_K, 2) => zmm_by_rows!(gemm_q4_k_x16, groups, acts, out),
         (Isa::Avx512Vnni, GgmlType::Q6_K, 2) => zmm_by_rows!(gemm_q6_k_x16, groups, acts, out),
-        _ => each_group(groups, n_groups, out, |group, o| match (isa, ty) {
-            (Isa::Avx512Vnni, GgmlType::Q4_K) => zmm_by_rows!(gemm_q4_k_x8, group, acts, o),
-            (Isa::Avx512Vnni, GgmlType::Q6_K) => zmm_by_rows!(gemm_q6_k_x8, group, acts, o),
-            (_, GgmlType::Q4_K) => packed_by_rows!(isa, gemm_q4_k_x8, group, acts, o),
-            (_, GgmlType::Q5_K) => packed_by_rows!(isa, gemm_q5_k_x8, group, acts, o),
+        _ => each_group(groups, n_groups, out, |group, o| match ty {
+            GgmlType::Q4_K => packed_by_rows!(isa, gemm_q4_k_x8, group, acts, o),
+            GgmlType::Q5_K => packed_by_rows!(isa, gemm_q5_k_x8, group, acts, o),
             _ => packed_by_rows!(isa, gemm_q6_k_x8, group, acts, o),
         }),
     }

@@ -121,12 +121,7 @@ impl Packed {
         self.data.bytes()
     }
 
-    /// The bytes of group `g` (all its super-blocks).
-    pub fn group(&self, g: usize) -> &[u8] {
-        self.groups(g..g + 1)
-    }
-
-    /// The bytes of the adjacent groups `groups`, one after the other.
+    /// The bytes of the adjacent groups `groups` (all their super-blocks), one after the other.
     pub fn groups(&self, groups: Range<usize>) -> &[u8] {
         &self.data.bytes()[groups.start * self.group_bytes..groups.end * self.group_bytes]
     }

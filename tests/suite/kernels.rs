@@ -282,7 +282,7 @@ fn wide_packed_kernels_equal_the_256_bit_ones() {
         quantize_q8_k(&x, &mut a8k);
         let acts: Vec<&[BlockQ8K]> = a8k.chunks(n_in / 256).collect();
         for rows in 1..=PACKED_ROW_GROUP {
-            // The sixteen-column kernels on a pair, the eight-column ones on a lone group.
+            // The sixteen-column kernels on pairs; a lone group (the 256-bit VNNI kernels) too.
             for groups in [0..2, 1..3, 2..3] {
                 let (mut wide, mut narrow) = (vec![[0f32; CALL_COLS]; rows], vec![[0f32; CALL_COLS]; rows]);
                 gemm_packed(Isa::Avx512Vnni, ty, packed.groups(groups.clone()), &acts[..rows], &mut wide);
