@@ -98,6 +98,48 @@ pub struct BenchResult {
     pub steps_per_run: Option<f64>,
     #[serde(default)]
     pub ms_per_token: Option<f64>,
+    /// On a GPU: the int8 GEMM alone on the model's projection shapes, at canvas sizes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gemm: Option<Vec<GemmRate>>,
+}
+
+/// One product's measured rate: weights of `ty`, `n_in` x `n_out`, against `rows` activation rows.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct GemmRate {
+    pub ty: String,
+    pub n_in: usize,
+    pub n_out: usize,
+    pub rows: usize,
+    pub macs_per_s: f64,
+}
+
+/// The README's GPU GEMM table: each GPU result's products as a fraction of the tensor cores'
+/// int8 peak measured in the same run.
+pub fn render_gpu_gemm_table(results: &[(String, BenchResult)]) -> String {
+    let mut t = String::from(
+        "| result file | GPU | weights | n_in x n_out | rows | G multiply-adds/s | int8 peak | fraction of peak |\n|---|---|---|---|---|---|---|---|\n",
+    );
+    let mut any = false;
+    for (file, r) in results {
+        for g in r.gemm.iter().flatten() {
+            any = true;
+            t.push_str(&format!(
+                "| {file} | {} | {} | {} x {} | {} | {:.0} | {:.0} G/s | {:.0}% |\n",
+                r.machine.gpu.as_deref().unwrap_or("?"),
+                g.ty,
+                g.n_in,
+                g.n_out,
+                g.rows,
+                g.macs_per_s / 1e9,
+                r.int8_peak_macs_per_s / 1e9,
+                100.0 * g.macs_per_s / r.int8_peak_macs_per_s,
+            ));
+        }
+    }
+    if !any {
+        t.push_str("| (no GPU result yet: `scripts/gpu-check.sh` writes one) | | | | | | | |\n");
+    }
+    t
 }
 
 impl BenchResult {

@@ -7,6 +7,7 @@ use std::time::Instant;
 use dllm::bench::{BenchResult, Machine, Settings, Stats, cpu_name, forward_macs, peak_rss_bytes};
 use dllm::cpu::{active_isa, cpu_flags, int8_peak};
 use dllm::engine::Session;
+use dllm::quant::GgmlType;
 use dllm::sampler::{GenerateParams, KvCacheMode};
 
 #[derive(clap::Args)]
@@ -101,6 +102,17 @@ pub fn run(args: Args, process_start: Instant) -> anyhow::Result<()> {
         Some(gpu) => (format!("cuda {}", gpu.arch()), dllm::cuda::int8_peak(gpu)?),
         None => (active_isa().name().to_owned(), int8_peak(active_isa(), threads, 1.0)),
     };
+    // On a GPU, the GEMM alone on the model's projection shapes (as a Q4_K_M file types them)
+    // at canvas sizes from 128 to 600 rows, against the same peak.
+    let gemm = match &info.gpu {
+        Some(gpu) => {
+            let (d, kv, ff) = (c.n_embd, c.n_head_kv * c.head_dim, c.n_ff);
+            let shapes =
+                [(GgmlType::Q4_K, d, d), (GgmlType::Q4_K, d, kv), (GgmlType::Q4_K, d, ff), (GgmlType::Q6_K, ff, d)];
+            Some(dllm::cuda::gemm_rates(gpu, &shapes, &[128, 148, 256, 512, 600])?)
+        }
+        None => None,
+    };
     let forward = Stats::of(&forward_ms);
     let macs_per_step = macs / steps_run[0].max(1.0);
     let forward_rate = macs_per_step / (forward.median / 1e3);
@@ -139,6 +151,7 @@ pub fn run(args: Args, process_start: Instant) -> anyhow::Result<()> {
         cached_pass_ms: (!cached_pass_ms.is_empty()).then(|| Stats::of(&cached_pass_ms)),
         steps_per_run: Some(Stats::of(&steps_run).median),
         ms_per_token: Some(Stats::of(&run_s).median * 1e3 / args.gen_length as f64),
+        gemm,
     };
     println!("model        {} ({:.2} GB)", result.settings.model, info.file_bytes as f64 / 1e9);
     println!("machine      {} [{}], {} x{}", result.machine.cpu, result.machine.flags.join(" "), isa, threads);
@@ -165,6 +178,17 @@ pub fn run(args: Args, process_start: Instant) -> anyhow::Result<()> {
         pass(&result.cached_pass_ms),
         result.ms_per_token.unwrap_or(0.0)
     );
+    for g in result.gemm.iter().flatten() {
+        println!(
+            "gemm         {} {}x{} at {} rows: {:.0} G multiply-adds/s = {:.1}% of peak",
+            g.ty,
+            g.n_in,
+            g.n_out,
+            g.rows,
+            g.macs_per_s / 1e9,
+            100.0 * g.macs_per_s / peak
+        );
+    }
     if let Some(path) = &args.json {
         std::fs::write(path, serde_json::to_string_pretty(&result)? + "\n")
             .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;

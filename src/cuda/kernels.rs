@@ -30,7 +30,7 @@ pub const KERNELS: [(&str, &str, &[&str]); 6] = [
         &["qgemm_q4_k", "qgemm_q5_k", "qgemm_q6_k", "qgemm_q8_0", "gemm_f32", "gemm_f16", "gemm_bf16"],
     ),
     ("attention", include_str!("../../kernels/attention.cu"), &["attention_d32", "attention_d64", "attention_d128"]),
-    ("rows", include_str!("../../kernels/rows.cu"), &["row_stats"]),
+    ("rows", include_str!("../../kernels/rows.cu"), &["choose_token"]),
     ("peak", include_str!("../../kernels/peak.cu"), &["int8_mma_peak"]),
 ];
 

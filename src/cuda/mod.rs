@@ -3,14 +3,20 @@
 //! NVRTC at run time, so the one binary runs on machines with no CUDA at all.
 
 mod device;
+mod gemm_rate;
 mod kernels;
+mod launch;
+mod linear;
 mod model;
 mod peak;
+mod row_rule;
 
 pub use device::{Choice, Device, DeviceRequest, GpuInfo, MIN_COMPUTE, Probe, choose, probe};
+pub use gemm_rate::gemm_rates;
 pub use kernels::{ARCHS, KERNELS, Kernels, compile_ptx, nvrtc_present, source};
 pub use model::CudaModel;
 pub use peak::int8_peak;
+pub use row_rule::RowChooser;
 
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum CudaError {

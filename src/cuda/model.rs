@@ -4,35 +4,18 @@
 
 use std::sync::Arc;
 
-use cudarc::driver::{
-    CudaContext, CudaFunction, CudaSlice, CudaStream, DeviceRepr, LaunchConfig, PushKernelArg, ValidAsZeroBits,
-};
+use cudarc::driver::{CudaContext, CudaSlice, CudaStream, PushKernelArg};
 
+use super::launch::{blocks, cfg, ensure, launch};
+use super::linear::{Activations, GpuMatrix, QuantizedInput, upload_bytes};
 use super::{CudaError, GpuInfo, Kernels};
 use crate::gguf::GgufFile;
 use crate::model::weights::{MatrixRef, Weights};
 use crate::model::{Forward, ModelConfig, ModelError, Pass, RopeStyle, check_pass};
 use crate::ops::rope::RopeTable;
-use crate::quant::{GgmlType, dequantize};
 
-/// How a matrix's activations are quantized before its product.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-enum Activations {
-    /// ggml's Q8_K (256 values per f32 scale): the K-quants.
-    Q8K,
-    /// ggml's Q8_0 (32 values per f16 scale): Q8_0 weights.
-    Q8_0,
-    /// f32 as they are: float weights.
-    Float,
-}
-
-struct GpuMatrix {
-    kernel: &'static str,
-    activations: Activations,
-    n_in: usize,
-    n_out: usize,
-    data: CudaSlice<u8>,
-}
+use super::row_rule::RowChooser;
+use crate::sampler::RowRule;
 
 struct GpuLayer {
     attn_norm: CudaSlice<f32>,
@@ -61,9 +44,7 @@ enum Input {
 
 /// int8 activations of one input, and which input and format they hold.
 struct Quantized {
-    q: CudaSlice<i8>,
-    d: CudaSlice<f32>,
-    bsums: CudaSlice<i16>,
+    buffers: QuantizedInput,
     holds: Option<(Input, Activations)>,
 }
 
@@ -85,6 +66,7 @@ struct Scratch {
     cos: CudaSlice<f32>,
     sin: CudaSlice<f32>,
     quantized: Quantized,
+    chooser: RowChooser,
 }
 
 /// Each layer's keys (after RoPE) and values from the last `FillCache` pass.
@@ -110,26 +92,6 @@ pub struct CudaModel {
     /// Host staging for the window's embeddings and the LM head's row indices.
     host_x: Vec<f32>,
     host_rows: Vec<i32>,
-}
-
-fn blocks(n: usize, per: usize) -> u32 {
-    n.div_ceil(per).max(1) as u32
-}
-
-fn cfg(grid: (u32, u32), block: u32) -> LaunchConfig {
-    LaunchConfig { grid_dim: (grid.0, grid.1, 1), block_dim: (block, 1, 1), shared_mem_bytes: 0 }
-}
-
-/// Makes `buf` hold at least `n` elements (its contents are not kept).
-fn ensure<T: DeviceRepr + ValidAsZeroBits>(
-    stream: &Arc<CudaStream>,
-    buf: &mut CudaSlice<T>,
-    n: usize,
-) -> Result<(), CudaError> {
-    if buf.len() < n {
-        *buf = stream.alloc_zeros::<T>(n).map_err(CudaError::driver("allocating activations"))?;
-    }
-    Ok(())
 }
 
 impl CudaModel {
@@ -175,7 +137,7 @@ impl CudaModel {
         let vector = |v: &[f32]| stream.clone_htod(v).map_err(CudaError::driver("uploading weights"));
         let embd = weights.token_embd.offset;
         let matrix = |m: &MatrixRef| -> Result<GpuMatrix, ModelError> {
-            let g = upload(&gguf, &stream, m)?;
+            let g = GpuMatrix::upload(&gguf, &stream, m)?;
             if m.offset != embd {
                 gguf.release(m.offset as u64, m.n_bytes as u64);
             }
@@ -200,7 +162,7 @@ impl CudaModel {
                 down: matrix(&l.down)?,
             });
         }
-        let output = upload(&gguf, &stream, &weights.output)?;
+        let output = GpuMatrix::upload(&gguf, &stream, &weights.output)?;
         let output_norm = vector(&weights.output_norm)?;
         let empty = || stream.alloc_zeros::<f32>(1).map_err(CudaError::driver("allocating activations"));
         let scratch = Scratch {
@@ -219,12 +181,8 @@ impl CudaModel {
             logits: empty()?,
             cos: empty()?,
             sin: empty()?,
-            quantized: Quantized {
-                q: stream.alloc_zeros::<i8>(1).map_err(CudaError::driver("allocating activations"))?,
-                d: empty()?,
-                bsums: stream.alloc_zeros::<i16>(1).map_err(CudaError::driver("allocating activations"))?,
-                holds: None,
-            },
+            quantized: Quantized { buffers: QuantizedInput::new(&stream)?, holds: None },
+            chooser: RowChooser::new(&stream, 1)?,
         };
         Ok(CudaModel {
             token_embd: weights.token_embd.clone(),
@@ -252,63 +210,6 @@ impl CudaModel {
     pub fn kernels(&self) -> (&Arc<CudaStream>, &Kernels) {
         (&self.stream, &self.kernels)
     }
-}
-
-/// Bytes a matrix takes on the GPU: its blocks, or f32 values for types without an int8 kernel.
-fn upload_bytes(m: &MatrixRef) -> usize {
-    match gpu_form(m) {
-        Some(_) => m.n_bytes,
-        None => m.n_in * m.n_out * 4,
-    }
-}
-
-/// The kernel and activation format for a matrix kept in its own type, or None when it is
-/// dequantized to f32 at upload (types without an int8 kernel; Q8_0 rows not a whole number of
-/// 256-value tiles).
-fn gpu_form(m: &MatrixRef) -> Option<(&'static str, Activations)> {
-    match m.ty {
-        GgmlType::Q4_K => Some(("qgemm_q4_k", Activations::Q8K)),
-        GgmlType::Q5_K => Some(("qgemm_q5_k", Activations::Q8K)),
-        GgmlType::Q6_K => Some(("qgemm_q6_k", Activations::Q8K)),
-        GgmlType::Q8_0 if m.n_in.is_multiple_of(256) => Some(("qgemm_q8_0", Activations::Q8_0)),
-        GgmlType::F32 => Some(("gemm_f32", Activations::Float)),
-        GgmlType::F16 => Some(("gemm_f16", Activations::Float)),
-        GgmlType::BF16 => Some(("gemm_bf16", Activations::Float)),
-        _ => None,
-    }
-}
-
-fn upload(gguf: &GgufFile, stream: &Arc<CudaStream>, m: &MatrixRef) -> Result<GpuMatrix, ModelError> {
-    let bytes = gguf.data_range(m.offset as u64, m.n_bytes as u64);
-    let (kernel, activations, data) = match gpu_form(m) {
-        Some((kernel, activations)) => (kernel, activations, stream.clone_htod(bytes)),
-        None => {
-            let mut values = vec![0f32; m.n_in * m.n_out];
-            dequantize(m.ty, bytes, &mut values).map_err(|e| ModelError::BadTensor {
-                file: gguf.path().display().to_string(),
-                tensor: format!("matrix at offset {}", m.offset),
-                what: e.to_string(),
-            })?;
-            let raw: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
-            ("gemm_f32", Activations::Float, stream.clone_htod(&raw))
-        }
-    };
-    let data = data.map_err(CudaError::driver("uploading weights"))?;
-    Ok(GpuMatrix { kernel, activations, n_in: m.n_in, n_out: m.n_out, data })
-}
-
-/// Launches `f` with the arguments pushed by `args`.
-fn launch<'a>(
-    stream: &'a CudaStream,
-    f: &'a CudaFunction,
-    config: LaunchConfig,
-    args: impl FnOnce(&mut cudarc::driver::LaunchArgs<'a>),
-) -> Result<(), CudaError> {
-    let mut builder = stream.launch_builder(f);
-    args(&mut builder);
-    // SAFETY: every launch site passes the argument list its kernel declares (kernels/*.cu), with
-    // device buffers at least as long as the sizes it passes.
-    unsafe { builder.launch(config) }.map(|_| ()).map_err(CudaError::driver("launching a kernel"))
 }
 
 /// The operations of a pass, on one stream with one set of kernels.
@@ -386,51 +287,11 @@ impl Ops<'_> {
         out: &mut CudaSlice<f32>,
         q: &mut Quantized,
     ) -> Result<(), CudaError> {
-        let dims = [n as i32, w.n_in as i32, w.n_out as i32];
-        if w.activations == Activations::Float {
-            return launch(
-                self.stream,
-                self.kernels.get(w.kernel),
-                cfg((blocks(w.n_out, 16), blocks(n, 16)), 256),
-                |b| {
-                    b.arg(&w.data).arg(input.0).arg(out);
-                    for a in &dims {
-                        b.arg(a);
-                    }
-                },
-            );
-        }
-        if q.holds != Some((input.1, w.activations)) {
-            ensure(self.stream, &mut q.q, n * w.n_in)?;
-            ensure(self.stream, &mut q.d, n * w.n_in / 32)?;
-            ensure(self.stream, &mut q.bsums, n * w.n_in / 16)?;
-            let n_in = w.n_in as i32;
-            match w.activations {
-                Activations::Q8K => launch(
-                    self.stream,
-                    self.kernels.get("quantize_q8_k"),
-                    cfg(((w.n_in / 256) as u32, n as u32), 256),
-                    |b| {
-                        b.arg(input.0).arg(&n_in).arg(&mut q.q).arg(&mut q.d).arg(&mut q.bsums);
-                    },
-                )?,
-                _ => launch(
-                    self.stream,
-                    self.kernels.get("quantize_q8_0"),
-                    cfg((blocks(w.n_in / 32, 8), n as u32), 256),
-                    |b| {
-                        b.arg(input.0).arg(&n_in).arg(&mut q.q).arg(&mut q.d);
-                    },
-                )?,
-            }
+        if w.activations != Activations::Float && q.holds != Some((input.1, w.activations)) {
+            q.buffers.quantize(self.stream, self.kernels, input.0, n, w)?;
             q.holds = Some((input.1, w.activations));
         }
-        launch(self.stream, self.kernels.get(w.kernel), cfg((blocks(w.n_out, 64), blocks(n, 32)), 128), |b| {
-            b.arg(&w.data).arg(&q.q).arg(&q.d).arg(&q.bsums).arg(out);
-            for a in &dims {
-                b.arg(a);
-            }
-        })
+        w.product(self.stream, self.kernels, input.0, &q.buffers, n, out)
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -472,18 +333,10 @@ impl Ops<'_> {
     }
 }
 
-impl Forward for CudaModel {
-    fn config(&self) -> &ModelConfig {
-        &self.config
-    }
-
-    fn forward_pass(
-        &mut self,
-        tokens: &[u32],
-        pass: &Pass,
-        rows: &[usize],
-        logits: &mut Vec<f32>,
-    ) -> Result<(), ModelError> {
+impl CudaModel {
+    /// Runs a pass up to the LM head: the logits of `rows` stay on the device, in
+    /// `scratch.logits` as `[rows.len(), n_vocab]`. Nothing waits for the GPU.
+    fn logits_on_device(&mut self, tokens: &[u32], pass: &Pass, rows: &[usize]) -> Result<(), ModelError> {
         let c = self.config.clone();
         let window = check_pass(&c, tokens, pass, rows)?;
         let (len, n, m) = (tokens.len(), window.len(), rows.len());
@@ -589,7 +442,6 @@ impl Forward for CudaModel {
             qz.holds = None;
         }
         // Final norm and LM head only for the requested rows.
-        logits.resize(m * c.n_vocab, 0.0);
         if m == 0 {
             return Ok(());
         }
@@ -600,10 +452,58 @@ impl Forward for CudaModel {
             .map_err(CudaError::driver("uploading row indices"))?;
         ops.rms_norm(&s.x, Some(&s.head_rows), &self.output_norm, &mut s.head, m, c.rms_eps)?;
         ops.linear(&self.output, (&s.head, Input::Head), m, &mut s.logits, &mut s.quantized)?;
-        stream
-            .memcpy_dtoh(&s.logits.slice(0..m * c.n_vocab), &mut logits[..])
-            .map_err(CudaError::driver("reading logits back"))?;
-        stream.synchronize().map_err(CudaError::driver("finishing the pass"))?;
         Ok(())
+    }
+}
+
+impl Forward for CudaModel {
+    fn config(&self) -> &ModelConfig {
+        &self.config
+    }
+
+    fn forward_pass(
+        &mut self,
+        tokens: &[u32],
+        pass: &Pass,
+        rows: &[usize],
+        logits: &mut Vec<f32>,
+    ) -> Result<(), ModelError> {
+        self.logits_on_device(tokens, pass, rows)?;
+        let n = rows.len() * self.config.n_vocab;
+        logits.resize(n, 0.0);
+        if n == 0 {
+            return Ok(());
+        }
+        self.stream
+            .memcpy_dtoh(&self.scratch.logits.slice(0..n), &mut logits[..])
+            .map_err(CudaError::driver("reading logits back"))?;
+        self.stream.synchronize().map_err(CudaError::driver("finishing the pass"))?;
+        Ok(())
+    }
+
+    /// The rule runs in `choose_token`, one block per row, over the logits where the LM head
+    /// wrote them; only a token and a confidence per row are copied back.
+    fn choose_rows(
+        &mut self,
+        tokens: &[u32],
+        pass: &Pass,
+        rows: &[usize],
+        rule: &RowRule,
+        uniforms: &[f64],
+        out: &mut Vec<(u32, f64)>,
+    ) -> Result<bool, ModelError> {
+        self.logits_on_device(tokens, pass, rows)?;
+        let s = &mut self.scratch;
+        s.chooser.choose(
+            &self.stream,
+            &self.kernels,
+            &mut s.logits,
+            rows.len(),
+            self.config.n_vocab,
+            rule,
+            uniforms,
+            out,
+        )?;
+        Ok(true)
     }
 }

@@ -15,6 +15,7 @@ pub use kv_cache::KvCache;
 pub use preparation::Preparation;
 
 use crate::quant::GgmlType;
+use crate::sampler::RowRule;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ModelError {
@@ -112,6 +113,22 @@ pub trait Forward: Send {
         rows: &[usize],
         logits: &mut Vec<f32>,
     ) -> Result<(), ModelError>;
+
+    /// Runs a pass and applies `rule` to the logits of each of `rows` where the backend holds
+    /// them, writing one (token, confidence) per row to `out`, so that only those cross to the
+    /// host; `uniforms` has one number per row when the rule draws. Returns false, having done
+    /// nothing, on a backend whose logits are on the host anyway: the caller applies the rule.
+    fn choose_rows(
+        &mut self,
+        _tokens: &[u32],
+        _pass: &Pass,
+        _rows: &[usize],
+        _rule: &RowRule,
+        _uniforms: &[f64],
+        _out: &mut Vec<(u32, f64)>,
+    ) -> Result<bool, ModelError> {
+        Ok(false)
+    }
 
     /// A full pass that leaves the cache alone.
     fn forward(&mut self, tokens: &[u32], rows: &[usize], logits: &mut Vec<f32>) -> Result<(), ModelError> {

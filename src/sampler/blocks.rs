@@ -9,8 +9,8 @@
 //! block alone (dual cache); their masked block positions are committed by the threshold rule
 //! (or, for LLaDA without a threshold, by generate.py's per-step quota).
 
-use super::dream::{RowScratch, candidates};
-use super::llada::{Precision, choose};
+use super::dream;
+use super::llada::{Precision, choose, greedy_rule};
 use super::{Candidate, Denoiser, DreamAlg, KvCacheMode, SamplerError, keep_confident};
 use crate::model::{Family, Pass};
 
@@ -41,7 +41,6 @@ pub(super) fn run(d: &mut Denoiser) -> Result<(), SamplerError> {
     // cached sampler always runs one step after the refresh, even one with nothing to commit.
     // generate() without a cache checks before.
     let always_one_more = p.cache != KvCacheMode::None || family == Family::Dream;
-    let mut scratch = RowScratch::new(d.n_vocab());
     for b in 0..n_blocks {
         let start = d.prompt_len + b * p.block_length;
         let end = start + p.block_length;
@@ -54,7 +53,7 @@ pub(super) fn run(d: &mut Denoiser) -> Result<(), SamplerError> {
         };
         let refresh = if p.cache == KvCacheMode::None { Pass::Full } else { Pass::FillCache };
         let first_rule = if family == Family::Dream { Rule::Position(start) } else { rule(0) };
-        if !step(d, &refresh, start..end, first_rule, &mut scratch)? {
+        if !step(d, &refresh, start..end, first_rule)? {
             return Ok(());
         }
         let window = match p.cache {
@@ -66,7 +65,7 @@ pub(super) fn run(d: &mut Denoiser) -> Result<(), SamplerError> {
         let mut must_run = always_one_more;
         while must_run || d.canvas[start..end].contains(&d.special.mask) {
             must_run = false;
-            if !step(d, &window, start..end, rule(i), &mut scratch)? {
+            if !step(d, &window, start..end, rule(i))? {
                 return Ok(());
             }
             i += 1;
@@ -76,13 +75,7 @@ pub(super) fn run(d: &mut Denoiser) -> Result<(), SamplerError> {
 }
 
 /// One step: a pass, then the rule over the block's masked positions. Returns false to stop.
-fn step(
-    d: &mut Denoiser,
-    pass: &Pass,
-    block: std::ops::Range<usize>,
-    rule: Rule,
-    scratch: &mut RowScratch,
-) -> Result<bool, SamplerError> {
+fn step(d: &mut Denoiser, pass: &Pass, block: std::ops::Range<usize>, rule: Rule) -> Result<bool, SamplerError> {
     d.begin_step();
     let config = d.model.config();
     let (n_vocab, shift, family) = (config.n_vocab, config.shift_logits, config.family);
@@ -94,12 +87,16 @@ fn step(
     // Dream reads position j's logits from row j - 1; inside a window, the window's first
     // position takes its own row (it is never masked there).
     let rows: Vec<usize> = positions.iter().map(|&j| if shift && j > window.start { j - 1 } else { j }).collect();
-    d.forward_pass(pass, &rows)?;
-    let candidates: Vec<Candidate> = match family {
+    let candidates: Vec<Candidate> = match (family, greedy_rule(d.params, Precision::F64)) {
         // Dream's block sampler rates positions by probability, as upstream's confidence_threshold.
-        Family::Dream => candidates(d, &positions, DreamAlg::ConfidenceThreshold, scratch),
-        Family::Llada => {
-            let mut row = std::mem::take(&mut scratch.row);
+        (Family::Dream, _) => {
+            d.choose_rows(pass, &positions, &rows, dream::rule(d.params, DreamAlg::ConfidenceThreshold))?
+        }
+        (Family::Llada, Some(greedy)) => d.choose_rows(pass, &positions, &rows, greedy)?,
+        (Family::Llada, None) => {
+            d.forward_pass(pass, &rows)?;
+            let mut row = std::mem::take(&mut d.row);
+            row.resize(n_vocab, 0.0);
             let out = positions
                 .iter()
                 .enumerate()
@@ -108,7 +105,7 @@ fn step(
                     choose(d, &mut row, pos, Precision::F64)
                 })
                 .collect();
-            scratch.row = row;
+            d.row = row;
             out
         }
     };

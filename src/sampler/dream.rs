@@ -3,8 +3,12 @@
 //! 1 - s/t of the masked positions is committed (all that remain at the last step). Logits
 //! are shifted: position j reads the model's row j-1 (row 0 for position 0).
 
-use super::rows::{argmax, categorical, margin, neg_entropy, softmax_in_place, top_k_filter, top_p_filter};
-use super::{Candidate, Denoiser, DreamAlg, SamplerError, keep_confident, top_k_by_confidence};
+use super::rows::{categorical, softmax_in_place};
+use super::{
+    Candidate, Denoiser, DreamAlg, GenerateParams, RowConfidence, RowRule, SamplerError, keep_confident,
+    top_k_by_confidence,
+};
+use crate::model::Pass;
 
 /// torch.linspace(start, end, n) in f32, as PyTorch's CPU kernel evaluates it: the first half
 /// counts up from `start`, the second half down from `end`.
@@ -20,9 +24,7 @@ pub fn linspace(start: f32, end: f32, n: usize) -> Vec<f32> {
 pub(super) fn run(d: &mut Denoiser) -> Result<(), SamplerError> {
     let p = d.params;
     let ts = linspace(1.0, p.eps, p.steps + 1);
-    let n_vocab = d.n_vocab();
     let shift = d.model.config().shift_logits;
-    let mut scratch = RowScratch::new(n_vocab);
     for i in 0..p.steps {
         d.begin_step();
         let (t, s) = (ts[i], ts[i + 1]);
@@ -39,8 +41,7 @@ pub(super) fn run(d: &mut Denoiser) -> Result<(), SamplerError> {
             };
             if !positions.is_empty() {
                 let rows: Vec<usize> = positions.iter().map(|&j| if shift { j.saturating_sub(1) } else { j }).collect();
-                d.forward(&rows)?;
-                let candidates = candidates(d, &positions, p.alg, &mut scratch);
+                let candidates = d.choose_rows(&Pass::Full, &positions, &rows, rule(p, p.alg))?;
                 committed = if p.alg == DreamAlg::Origin {
                     candidates
                 } else {
@@ -67,17 +68,14 @@ pub(super) fn run_quota(d: &mut Denoiser) -> Result<(), SamplerError> {
     let p = d.params;
     // PyTorch compares the f32 confidences with the threshold cast to f32.
     let threshold = p.threshold.expect("validated: the quota sampler has a threshold") as f32 as f64;
-    let n_vocab = d.n_vocab();
     let shift = d.model.config().shift_logits;
-    let mut scratch = RowScratch::new(n_vocab);
     let (mut quota, mut carry) = (p.gen_length / p.steps, 0);
     let mut i = 0;
     while d.canvas[d.prompt_len..].contains(&d.special.mask) {
         d.begin_step();
         let masked: Vec<usize> = (d.prompt_len..d.canvas.len()).filter(|&j| d.canvas[j] == d.special.mask).collect();
         let rows: Vec<usize> = masked.iter().map(|&j| if shift { j.saturating_sub(1) } else { j }).collect();
-        d.forward(&rows)?;
-        let candidates = candidates(d, &masked, p.alg, &mut scratch);
+        let candidates = d.choose_rows(&Pass::Full, &masked, &rows, rule(p, p.alg))?;
         let (committed, rejected) = keep_confident(candidates, quota + carry, threshold);
         carry = rejected;
         if i + 1 >= p.steps {
@@ -91,61 +89,14 @@ pub(super) fn run_quota(d: &mut Denoiser) -> Result<(), SamplerError> {
     Ok(())
 }
 
-/// Work buffers for reading logit rows, allocated once per generation.
-pub(super) struct RowScratch {
-    pub(super) row: Vec<f32>,
-    filters: (Vec<u32>, Vec<f32>),
-}
-
-impl RowScratch {
-    pub(super) fn new(n_vocab: usize) -> RowScratch {
-        RowScratch { row: vec![0f32; n_vocab], filters: (Vec::new(), Vec::new()) }
+/// `sample_tokens` with the settings' temperature and filters and `alg`'s confidence.
+pub(super) fn rule(p: &GenerateParams, alg: DreamAlg) -> RowRule {
+    RowRule::Dream {
+        temperature: p.temperature,
+        top_p: p.top_p,
+        top_k: p.top_k,
+        confidence: RowConfidence::of_dream_alg(alg),
     }
-}
-
-/// The candidate of each of `positions`, whose logits are the rows of `d.logits` in order.
-pub(super) fn candidates(d: &mut Denoiser, positions: &[usize], alg: DreamAlg, s: &mut RowScratch) -> Vec<Candidate> {
-    let n_vocab = s.row.len();
-    let mut out = Vec::with_capacity(positions.len());
-    for (r, &pos) in positions.iter().enumerate() {
-        s.row.copy_from_slice(&d.logits[r * n_vocab..(r + 1) * n_vocab]);
-        let (confidence, x0) = sample_token(d, &mut s.row, &mut s.filters, alg);
-        out.push((pos, x0 as u32, confidence as f64));
-    }
-    out
-}
-
-/// `sample_tokens`: temperature, top-p, top-k, softmax; then the token (argmax at temperature
-/// 0, else a draw) and the alg's confidence. `logits` is consumed as scratch.
-fn sample_token(
-    d: &mut Denoiser,
-    logits: &mut [f32],
-    scratch: &mut (Vec<u32>, Vec<f32>),
-    alg: DreamAlg,
-) -> (f32, usize) {
-    let p = d.params;
-    if p.temperature > 0.0 {
-        for v in logits.iter_mut() {
-            *v /= p.temperature;
-        }
-    }
-    if let Some(top_p) = p.top_p
-        && top_p < 1.0
-    {
-        top_p_filter(logits, top_p, &mut scratch.0);
-    }
-    if let Some(k) = p.top_k {
-        top_k_filter(logits, k, &mut scratch.1);
-    }
-    softmax_in_place(logits);
-    let probs = logits;
-    let x0 = if p.temperature > 0.0 { categorical(probs, d.uniform()) } else { argmax(probs) };
-    let confidence = match alg {
-        DreamAlg::TopkMargin => margin(probs),
-        DreamAlg::Entropy => neg_entropy(probs),
-        DreamAlg::Origin | DreamAlg::MaskgitPlus | DreamAlg::ConfidenceThreshold => probs[x0],
-    };
-    (confidence, x0)
 }
 
 /// The `k` positions to commit: the most confident (alg_temp 0), or drawn without replacement

@@ -4,15 +4,14 @@
 //! highest confidence.
 
 use super::rows::{argmax, softmax_prob, softmax_prob_f64};
-use super::{Candidate, Denoiser, Remasking, SamplerError, top_k_by_confidence};
+use super::{Candidate, Denoiser, GenerateParams, Remasking, RowRule, SamplerError, top_k_by_confidence};
+use crate::model::Pass;
 
 pub(super) fn run(d: &mut Denoiser) -> Result<(), SamplerError> {
     let p = d.params;
     let n_blocks = p.gen_length / p.block_length;
     let steps_per_block = p.steps / n_blocks;
-    let n_vocab = d.n_vocab();
-    let (mut uncond, mut uncond_logits) = (Vec::new(), Vec::new());
-    let mut row = vec![0f32; n_vocab];
+    let mut uncond = (Vec::new(), Vec::new());
     for b in 0..n_blocks {
         let start = d.prompt_len + b * p.block_length;
         let end = start + p.block_length;
@@ -26,21 +25,10 @@ pub(super) fn run(d: &mut Denoiser) -> Result<(), SamplerError> {
             let rows: Vec<usize> = (start..end).filter(|&j| d.canvas[j] == d.special.mask).collect();
             let mut committed = Vec::new();
             if k > 0 && !rows.is_empty() {
-                d.forward(&rows)?;
-                if p.cfg_scale > 0.0 {
-                    // The unconditional canvas: the prompt masked out.
-                    uncond.clone_from(&d.canvas);
-                    uncond[..d.prompt_len].fill(d.special.mask);
-                    d.forward_into(&uncond, &rows, &mut uncond_logits)?;
-                    for (c, u) in d.logits.iter_mut().zip(&uncond_logits) {
-                        *c = u + (p.cfg_scale + 1.0) * (*c - u);
-                    }
-                }
-                let mut candidates = Vec::with_capacity(rows.len());
-                for (r, &pos) in rows.iter().enumerate() {
-                    row.copy_from_slice(&d.logits[r * n_vocab..(r + 1) * n_vocab]);
-                    candidates.push(choose(d, &mut row, pos, Precision::F32));
-                }
+                let candidates = match greedy_rule(p, Precision::F32) {
+                    Some(rule) if p.cfg_scale == 0.0 => d.choose_rows(&Pass::Full, &rows, &rows, rule)?,
+                    _ => candidates_from_logits(d, &rows, &mut uncond)?,
+                };
                 committed = top_k_by_confidence(candidates, k);
             }
             if !d.end_step(&committed) {
@@ -51,12 +39,53 @@ pub(super) fn run(d: &mut Denoiser) -> Result<(), SamplerError> {
     Ok(())
 }
 
+/// The candidates of `rows` from logits on the host, with classifier-free guidance when asked
+/// (`uncond` keeps the unconditional canvas and its logits between steps).
+fn candidates_from_logits(
+    d: &mut Denoiser,
+    rows: &[usize],
+    uncond: &mut (Vec<u32>, Vec<f32>),
+) -> Result<Vec<Candidate>, SamplerError> {
+    let p = d.params;
+    let n_vocab = d.n_vocab();
+    d.forward(rows)?;
+    if p.cfg_scale > 0.0 {
+        // The unconditional canvas: the prompt masked out.
+        let (canvas, logits) = uncond;
+        canvas.clone_from(&d.canvas);
+        canvas[..d.prompt_len].fill(d.special.mask);
+        d.forward_into(canvas, rows, logits)?;
+        for (c, u) in d.logits.iter_mut().zip(logits.iter()) {
+            *c = u + (p.cfg_scale + 1.0) * (*c - u);
+        }
+    }
+    let mut row = std::mem::take(&mut d.row);
+    row.resize(n_vocab, 0.0);
+    let mut candidates = Vec::with_capacity(rows.len());
+    for (r, &pos) in rows.iter().enumerate() {
+        row.copy_from_slice(&d.logits[r * n_vocab..(r + 1) * n_vocab]);
+        candidates.push(choose(d, &mut row, pos, Precision::F32));
+    }
+    d.row = row;
+    Ok(candidates)
+}
+
 /// The float type of the softmax behind a confidence: the official generate.py takes it of
 /// the f32 logits, Fast-dLLM's samplers of the logits cast to f64.
 #[derive(Clone, Copy)]
 pub(super) enum Precision {
     F32,
     F64,
+}
+
+/// `choose` as a row rule, for the settings where it needs nothing but the row itself:
+/// temperature 0 (no per-entry noise), low-confidence remasking, no EOS/EOT masking.
+pub(super) fn greedy_rule(p: &GenerateParams, precision: Precision) -> Option<RowRule> {
+    let plain = p.temperature == 0.0
+        && p.remasking == Remasking::LowConfidence
+        && !p.logits_eos_inf
+        && !p.confidence_eos_eot_inf;
+    plain.then_some(RowRule::LladaGreedy { f64: matches!(precision, Precision::F64) })
 }
 
 /// The token and confidence for one masked position, from its logits.

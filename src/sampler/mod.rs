@@ -5,6 +5,7 @@ mod blocks;
 mod dream;
 mod llada;
 mod params;
+mod row_rule;
 pub mod rows;
 
 use std::ops::Range;
@@ -15,6 +16,7 @@ use rand_chacha::ChaCha8Rng;
 
 use crate::model::{Family, Forward, ModelError, Pass};
 pub use params::{DreamAlg, GenerateParams, KvCacheMode, Remasking};
+pub use row_rule::{RowConfidence, RowRule, RuleScratch};
 
 /// The token ids the samplers treat specially.
 #[derive(Debug, Clone, Copy)]
@@ -118,6 +120,8 @@ pub fn generate(
         canvas,
         prompt_len: prompt.len(),
         logits: Vec::new(),
+        row: Vec::new(),
+        rule_scratch: RuleScratch::default(),
         rng: ChaCha8Rng::seed_from_u64(params.seed),
         on_step,
         steps_run: 0,
@@ -158,6 +162,9 @@ struct Denoiser<'a> {
     canvas: Vec<u32>,
     prompt_len: usize,
     logits: Vec<f32>,
+    /// One row of `logits`, copied out to be consumed as scratch.
+    row: Vec<f32>,
+    rule_scratch: RuleScratch,
     rng: ChaCha8Rng,
     on_step: &'a mut dyn FnMut(&StepInfo) -> bool,
     steps_run: usize,
@@ -190,11 +197,46 @@ impl Denoiser<'_> {
     fn pass_into(&mut self, canvas: &[u32], pass: &Pass, rows: &[usize], out: &mut Vec<f32>) -> Result<(), ModelError> {
         let t = Instant::now();
         self.model.forward_pass(canvas, pass, rows, out)?;
-        self.forward_ms += t.elapsed().as_secs_f64() * 1e3;
-        self.forwards += 1;
-        self.window = pass.window(canvas.len());
-        self.cached = matches!(pass, Pass::Window(_));
+        self.record_pass(t, pass, canvas.len());
         Ok(())
+    }
+
+    /// Counts a pass that began at `start` as this step's forward work.
+    fn record_pass(&mut self, start: Instant, pass: &Pass, len: usize) {
+        self.forward_ms += start.elapsed().as_secs_f64() * 1e3;
+        self.forwards += 1;
+        self.window = pass.window(len);
+        self.cached = matches!(pass, Pass::Window(_));
+    }
+
+    /// The candidate of each of `positions`, whose logits are the canvas rows `rows`, by `rule`:
+    /// applied by the backend where the logits are when it can (a GPU), else here to logits
+    /// copied back. Either way the rule's random numbers are drawn first, one per row in order,
+    /// which is the order the per-row loop would draw them in.
+    fn choose_rows(
+        &mut self,
+        pass: &Pass,
+        positions: &[usize],
+        rows: &[usize],
+        rule: RowRule,
+    ) -> Result<Vec<Candidate>, ModelError> {
+        let uniforms: Vec<f64> = if rule.draws() { rows.iter().map(|_| self.uniform()).collect() } else { Vec::new() };
+        let t = Instant::now();
+        let mut chosen = Vec::with_capacity(rows.len());
+        if self.model.choose_rows(&self.canvas, pass, rows, &rule, &uniforms, &mut chosen)? {
+            self.record_pass(t, pass, self.canvas.len());
+        } else {
+            self.forward_pass(pass, rows)?;
+            let n_vocab = self.n_vocab();
+            self.row.resize(n_vocab, 0.0);
+            for (r, logits) in self.logits.chunks_exact(n_vocab).enumerate() {
+                self.row.copy_from_slice(logits);
+                let (token, confidence) =
+                    rule.choose(&mut self.row, uniforms.get(r).copied().unwrap_or(0.0), &mut self.rule_scratch);
+                chosen.push((token as u32, confidence));
+            }
+        }
+        Ok(positions.iter().zip(chosen).map(|(&pos, (token, confidence))| (pos, token, confidence)).collect())
     }
 
     /// Logits of `rows` of the current canvas into `self.logits`, from a full pass.

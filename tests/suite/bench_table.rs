@@ -1,10 +1,10 @@
 //! The README's benchmark tables are rendered from the result files under benches/results; this
 //! fails when they disagree. `UPDATE_README=1 cargo test --test suite bench_table` rewrites them.
 
-use dllm::bench::{BenchResult, render_decoding_table, render_table};
+use dllm::bench::{BenchResult, render_decoding_table, render_gpu_gemm_table, render_table};
 
 /// Each table sits between a start and an end marker.
-const TABLES: [(&str, &str); 4] = [
+const TABLES: [(&str, &str); 5] = [
     (
         "<!-- bench-table:start (generated from benches/results by tests/suite/bench_table.rs) -->\n",
         "<!-- bench-table:end -->",
@@ -20,6 +20,10 @@ const TABLES: [(&str, &str); 4] = [
     (
         "<!-- llama-cpp-table:start (generated from benches/results by tests/suite/bench_table.rs) -->\n",
         "<!-- llama-cpp-table:end -->",
+    ),
+    (
+        "<!-- gpu-gemm-table:start (generated from benches/results by tests/suite/bench_table.rs) -->\n",
+        "<!-- gpu-gemm-table:end -->",
     ),
 ];
 
@@ -63,9 +67,13 @@ fn readme_table_matches_result_files() {
     let mut readme = std::fs::read_to_string(&readme_path).unwrap();
     let gemm = render_gemm_table(&format!("{root}/benches/results"));
     let vs_llama_cpp = render_llama_cpp_table(&llama_cpp, &results);
-    for ((start_marker, end_marker), table) in
-        TABLES.iter().zip([render_table(&results), render_decoding_table(&results), gemm, vs_llama_cpp])
-    {
+    for ((start_marker, end_marker), table) in TABLES.iter().zip([
+        render_table(&results),
+        render_decoding_table(&results),
+        gemm,
+        vs_llama_cpp,
+        render_gpu_gemm_table(&results),
+    ]) {
         let start = readme.find(start_marker).expect("README has the table start marker") + start_marker.len();
         let end = readme.find(end_marker).expect("README has the table end marker");
         if std::env::var_os("UPDATE_README").is_some() {
@@ -176,4 +184,23 @@ fn render_gemm_table(dir: &str) -> String {
         }
     }
     t
+}
+
+/// A GPU result's GEMM rates appear as fractions of the peak measured in the same run.
+#[test]
+fn gpu_gemm_rates_render_against_their_runs_peak() {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let file = format!("{root}/benches/results/cpu-llada8b-4L-Q4_K_M-avx512vnni-x2.json");
+    let mut r: BenchResult = serde_json::from_str(&std::fs::read_to_string(file).unwrap()).unwrap();
+    assert!(r.gemm.is_none(), "CPU results carry no GPU GEMM rates");
+    assert!(render_gpu_gemm_table(&[("cpu.json".into(), r.clone())]).contains("no GPU result yet"));
+    r.machine.gpu = Some("NVIDIA H200".into());
+    r.int8_peak_macs_per_s = 1000e9;
+    let rate =
+        |rows, macs_per_s| dllm::bench::GemmRate { ty: "q4_K".into(), n_in: 4096, n_out: 4096, rows, macs_per_s };
+    r.gemm = Some(vec![rate(128, 600e9), rate(600, 812e9)]);
+    let table = render_gpu_gemm_table(&[("cuda.json".into(), r)]);
+    assert!(table.contains("| cuda.json | NVIDIA H200 | q4_K | 4096 x 4096 | 128 | 600 | 1000 G/s | 60% |"), "{table}");
+    assert!(table.contains("| 600 | 812 | 1000 G/s | 81% |"), "{table}");
+    assert!(!table.contains("no GPU result yet"), "{table}");
 }

@@ -10,16 +10,18 @@ use std::sync::Arc;
 
 use common::{compare_logits, data, read_f32, read_i32};
 use cudarc::driver::{CudaContext, CudaSlice, CudaStream, LaunchConfig, PushKernelArg};
-use dllm::cuda::{ARCHS, CudaModel, GpuInfo, KERNELS, Kernels, MIN_COMPUTE, Probe, compile_ptx, nvrtc_present, probe};
+use dllm::cuda::{
+    ARCHS, CudaModel, GpuInfo, KERNELS, Kernels, MIN_COMPUTE, Probe, RowChooser, compile_ptx, nvrtc_present, probe,
+};
 use dllm::gguf::GgufFile;
-use dllm::model::{CpuModel, Forward, Pass, RopeStyle};
+use dllm::model::{CpuModel, Family, Forward, Pass, RopeStyle};
 use dllm::ops::attention::{AttentionScratch, AttentionShape, attention};
 use dllm::ops::matmul::{MatmulScratch, Matrix, matmul};
 use dllm::ops::norm::rms_norm;
 use dllm::ops::rope::RopeTable;
 use dllm::quant::GgmlType;
 use dllm::quant::q8::{BlockQ8_0, BlockQ8K, quantize_q8_0, quantize_q8_k};
-use dllm::sampler::{GenerateParams, SpecialTokens, generate, rows};
+use dllm::sampler::{GenerateParams, RowConfidence, RowRule, RuleScratch, SpecialTokens, generate};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
@@ -344,40 +346,48 @@ fn attention_matches_the_cpu_for_full_and_windowed_passes() {
     }
 }
 
+/// Every row rule, applied on the GPU to logits there, chooses what `RowRule::choose` chooses on
+/// the CPU for the same logits and uniform numbers, with the same confidence up to summation order.
 #[test]
-fn row_statistics_match_the_sampler_reductions() {
+fn row_rules_on_the_gpu_match_the_host_ones() {
     let Some(g) = setup() else { return };
     let s = &g.stream;
     let mut rng = ChaCha8Rng::seed_from_u64(5);
-    let (n, vocab) = (6, 126_464);
+    let (n, vocab) = (8, 152_064);
     let mut logits = random(&mut rng, n * vocab, 8.0);
     logits[3 * vocab + 17] = 30.0; // a confident row
-    logits[4 * vocab + 5] = 9.0; // a tie: the first index wins
-    logits[4 * vocab + 900] = 9.0;
-    let ld = s.clone_htod(&logits).unwrap();
-    let mut argmax = s.alloc_zeros::<i32>(n).unwrap();
-    let (mut p, mut margin, mut ent) =
-        (s.alloc_zeros::<f32>(n).unwrap(), s.alloc_zeros::<f32>(n).unwrap(), s.alloc_zeros::<f32>(n).unwrap());
-    let v32 = vocab as i32;
-    let mut b = s.launch_builder(g.kernels.get("row_stats"));
-    b.arg(&ld).arg(&v32).arg(&mut argmax).arg(&mut p).arg(&mut margin).arg(&mut ent);
-    unsafe { b.launch(cfg((n as u32, 1), 256)) }.unwrap();
-    let (am, p, margin, ent) = (
-        s.clone_dtoh(&argmax).unwrap(),
-        s.clone_dtoh(&p).unwrap(),
-        s.clone_dtoh(&margin).unwrap(),
-        s.clone_dtoh(&ent).unwrap(),
-    );
-    for (r, row) in logits.chunks_exact(vocab).enumerate() {
-        let best = rows::argmax(row);
-        assert_eq!(am[r] as usize, best, "row {r}");
-        let mut probs = row.to_vec();
-        rows::softmax_in_place(&mut probs);
-        // f32 sums over 126k terms in a different order: ~1e-5 relative.
-        assert!((p[r] - rows::softmax_prob(row, best)).abs() <= 1e-4 * p[r], "row {r}: p {}", p[r]);
-        assert!((margin[r] - rows::margin(&probs)).abs() <= 1e-4 * p[r] + 1e-9, "row {r}: margin {}", margin[r]);
-        let want = rows::neg_entropy(&probs);
-        assert!((ent[r] - want).abs() <= 1e-4 * want.abs().max(1.0), "row {r}: entropy {} vs {want}", ent[r]);
+    logits[4 * vocab + 5] = 12.0; // a tie for the top: the first index wins
+    logits[4 * vocab + 900] = 12.0;
+    for at in [7, 70_000, 151_000] {
+        logits[5 * vocab + at] = 14.0; // three tied: top-p 0.5 keeps the first two
+    }
+    let uniforms: Vec<f64> = (0..n).map(|_| rng.random()).collect();
+    let dream = |temperature, top_p, top_k, confidence| RowRule::Dream { temperature, top_p, top_k, confidence };
+    let rules = [
+        RowRule::LladaGreedy { f64: false },
+        RowRule::LladaGreedy { f64: true },
+        dream(0.0, None, None, RowConfidence::Probability),
+        dream(0.0, None, None, RowConfidence::Margin),
+        dream(0.0, None, None, RowConfidence::NegEntropy),
+        dream(0.2, Some(0.95), None, RowConfidence::NegEntropy), // Dream's defaults
+        dream(0.5, None, Some(50), RowConfidence::Probability),
+        dream(1.0, Some(0.9), Some(20), RowConfidence::Margin),
+        dream(0.7, Some(0.5), None, RowConfidence::Probability),
+        dream(0.0, Some(0.5), Some(2), RowConfidence::Margin),
+    ];
+    let (mut chooser, mut scratch) = (RowChooser::new(s, 1).unwrap(), RuleScratch::default());
+    for rule in rules {
+        let mut on_gpu = s.clone_htod(&logits).unwrap();
+        let mut got = Vec::new();
+        chooser.choose(s, &g.kernels, &mut on_gpu, n, vocab, &rule, &uniforms, &mut got).unwrap();
+        assert_eq!(got.len(), n);
+        for (r, row) in logits.chunks_exact(vocab).enumerate() {
+            let (token, want) = rule.choose(&mut row.to_vec(), uniforms[r], &mut scratch);
+            assert_eq!(got[r].0 as usize, token, "{rule:?}, row {r}");
+            // f32 sums of up to 152k terms in another order: ~1e-5 relative (f64: ~1e-13).
+            let tolerance = 1e-4 * want.abs().max(1e-3);
+            assert!((got[r].1 - want).abs() <= tolerance, "{rule:?}, row {r}: confidence {} vs {want}", got[r].1);
+        }
     }
 }
 
@@ -432,50 +442,71 @@ fn gpu_window_passes_match_the_cpu_ones() {
     assert!(err.to_string().contains("K/V cache"), "{err}");
 }
 
-/// Greedy decoding on the GPU commits what the CPU commits, step for step; where they part, the
-/// two choices must have been a near-tie on the CPU.
+/// Greedy decoding on the GPU (the LM head's logits reduced there by the row rule) commits what
+/// the CPU commits, step for step, for both families; where they part, the two choices must
+/// have been a near-tie on the CPU.
 #[test]
 fn greedy_decoding_on_the_gpu_follows_the_cpu() {
-    let Some(mut gpu_model) = cuda_model("llada-tiny-F32") else { return };
-    let gguf = Arc::new(GgufFile::open(data("models/llada-tiny-F32.gguf")).unwrap());
-    let mask = dllm::tokenizer::Tokenizer::from_gguf(&gguf).unwrap().special.mask.unwrap();
-    let mut cpu = CpuModel::load(gguf).unwrap();
-    let special = SpecialTokens { mask, eos: None, eot: None };
-    let params = GenerateParams {
-        gen_length: 32,
-        steps: 32,
-        block_length: 32,
-        early_stop: false,
-        ..GenerateParams::defaults_for(dllm::model::Family::Llada)
-    };
-    let prompt: Vec<u32> = read_i32("canvases/llada-tiny_c17.i32")[..8].to_vec();
-    let steps = |m: &mut dyn Forward| {
-        let mut canvases = Vec::new();
-        generate(m, &prompt, &params, special, &mut |s| {
-            canvases.push(s.canvas.to_vec());
-            true
-        })
-        .unwrap();
-        canvases
-    };
-    let (on_gpu, on_cpu) = (steps(&mut gpu_model), steps(&mut cpu));
-    assert_eq!(on_gpu.len(), on_cpu.len());
-    for (i, (a, b)) in on_gpu.iter().zip(&on_cpu).enumerate() {
-        if a != b {
-            let before = if i == 0 { &on_cpu[0] } else { &on_cpu[i - 1] };
-            let (pa, pb) =
-                (a.iter().zip(before).position(|(x, y)| x != y), b.iter().zip(before).position(|(x, y)| x != y));
-            let mut logits = Vec::new();
-            let rows: Vec<usize> = [pa, pb].into_iter().flatten().collect();
-            cpu.forward(before, &rows, &mut logits).unwrap();
-            let n_vocab = cpu.config().n_vocab;
-            let conf: Vec<f32> = logits.chunks_exact(n_vocab).map(|r| rows::softmax_prob(r, rows::argmax(r))).collect();
-            assert!(
-                conf.len() == 2 && (conf[0] - conf[1]).abs() < 1e-3,
-                "step {i}: GPU and CPU differ without a near-tie ({conf:?})"
-            );
-            eprintln!("step {i}: a near-tie ({conf:?}) chose differently; the runs part here");
-            return;
+    if gpu().is_none() {
+        return;
+    }
+    for (file, family) in [("llada-tiny-F32", Family::Llada), ("dream-tiny-F32", Family::Dream)] {
+        let mut gpu_model = cuda_model(file).unwrap();
+        let gguf = Arc::new(GgufFile::open(data(&format!("models/{file}.gguf"))).unwrap());
+        let mask = dllm::tokenizer::Tokenizer::from_gguf(&gguf).unwrap().special.mask.unwrap();
+        let mut cpu = CpuModel::load(gguf).unwrap();
+        let special = SpecialTokens { mask, eos: None, eot: None };
+        let params = GenerateParams {
+            gen_length: 32,
+            steps: 32,
+            block_length: 32,
+            early_stop: false,
+            temperature: 0.0,
+            top_p: None,
+            ..GenerateParams::defaults_for(family)
+        };
+        let prompt: Vec<u32> = read_i32(&format!("canvases/{}_c17.i32", &file[..file.len() - 4]))[..8].to_vec();
+        let steps = |m: &mut dyn Forward| {
+            let mut canvases = Vec::new();
+            generate(m, &prompt, &params, special, &mut |s| {
+                canvases.push(s.canvas.to_vec());
+                true
+            })
+            .unwrap();
+            canvases
+        };
+        let (on_gpu, on_cpu) = (steps(&mut gpu_model), steps(&mut cpu));
+        assert_eq!(on_gpu.len(), on_cpu.len(), "{file}");
+        let shift = cpu.config().shift_logits;
+        let rule = match family {
+            Family::Llada => RowRule::LladaGreedy { f64: false },
+            Family::Dream => RowRule::Dream {
+                temperature: 0.0,
+                top_p: None,
+                top_k: None,
+                confidence: RowConfidence::of_dream_alg(params.alg),
+            },
+        };
+        for (i, (a, b)) in on_gpu.iter().zip(&on_cpu).enumerate() {
+            if a != b {
+                let before = if i == 0 { &on_cpu[0] } else { &on_cpu[i - 1] };
+                let changed = |c: &[u32]| c.iter().zip(before).position(|(x, y)| x != y);
+                let positions: Vec<usize> = [changed(a), changed(b)].into_iter().flatten().collect();
+                let rows: Vec<usize> = positions.iter().map(|&j| if shift { j.saturating_sub(1) } else { j }).collect();
+                let mut logits = Vec::new();
+                cpu.forward(before, &rows, &mut logits).unwrap();
+                let n_vocab = cpu.config().n_vocab;
+                let conf: Vec<f64> = logits
+                    .chunks_exact(n_vocab)
+                    .map(|r| rule.choose(&mut r.to_vec(), 0.0, &mut RuleScratch::default()).1)
+                    .collect();
+                assert!(
+                    conf.len() == 2 && (conf[0] - conf[1]).abs() < 1e-3 * conf[0].abs().max(1.0),
+                    "{file} step {i}: GPU and CPU differ without a near-tie ({conf:?})"
+                );
+                eprintln!("{file} step {i}: a near-tie ({conf:?}) chose differently; the runs part here");
+                break;
+            }
         }
     }
 }
