@@ -27,8 +27,10 @@ const SHAPES: &[(&str, usize, usize, GgmlType)] = &[
     ("dream.attn_kv 3584x512", 3584, 512, GgmlType::Q4_K),
     ("dream.ffn_gate_up 3584x18944", 3584, 18944, GgmlType::Q4_K),
     ("dream.ffn_down 18944x3584", 18944, 3584, GgmlType::Q6_K),
-    // The same product in a Q8_0 file (and the bundled demo model's type).
+    // The same product in a Q8_0 file (the bundled demo model's type too).
     ("llada.attn_qkvo.q8_0 4096x4096", 4096, 4096, GgmlType::Q8_0),
+    // And in a Q5_K_M file.
+    ("llada.attn_qkvo.q5_k 4096x4096", 4096, 4096, GgmlType::Q5_K),
 ];
 
 fn isa_named(name: &str) -> Option<Isa> {

@@ -1,5 +1,5 @@
-//! 512-bit kernels of the AVX-512 VNNI path for the packed Q4_K and Q6_K groups (the types of a
-//! Q4_K_M file; `cpu::repack` layout), against up to `PACKED_ROW_GROUP` activation rows.
+//! 512-bit kernels of the AVX-512 VNNI path for the packed Q4_K, Q5_K, Q6_K and Q8_0 groups
+//! (`cpu::repack` layout), against up to `PACKED_ROW_GROUP` activation rows.
 //!
 //! Why a second form of the same products: on a CPU with full-width AVX-512 (Zen 5, Intel server
 //! chips) a zmm `vpdpbusd` does twice the multiply-adds of a ymm one in the same time, and the
@@ -16,6 +16,10 @@
 //! an i16 pair and one `vpdpwssd` scales both (one per eight `vpdpbusd`). Q6_K's sums need more
 //! bits and take one `vpmulld` per four `vpdpbusd`.
 //!
+//! Q5_K's kernel is Q4_K's with the fifth bits added; its sums outgrow i16, so they are scaled
+//! with one `vpmulld` per eight `vpdpbusd`. Q8_0's weights are bytes already: its kernel only
+//! flips their sign bit to meet `vpdpbusd`'s unsigned operand.
+//!
 //! A lone group (an odd count; no supported model has one) takes the 256-bit kernels.
 //!
 //! These kernels compute the same integers as the 256-bit ones and end each super-block with
@@ -29,8 +33,10 @@
 use std::arch::x86_64::*;
 
 use super::avx2::{SUB_BLOCK_PAIR_AT, load, sub_block_pair_sums};
-use super::repack::{Q4_K_GROUP_BLOCK, Q6_K_GROUP_BLOCK, q4k_layout, q6k_layout};
-use crate::quant::q8::BlockQ8K;
+use super::repack::{
+    Q4_K_GROUP_BLOCK, Q5_K_GROUP_BLOCK, Q6_K_GROUP_BLOCK, Q8_0_GROUP_BLOCK, q4k_layout, q6k_layout, q8_0_layout,
+};
+use crate::quant::q8::{BlockQ8_0, BlockQ8K};
 
 /// `lo` in lanes 0..8, `hi` in lanes 8..16.
 #[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl,avx512vnni")]
@@ -101,6 +107,40 @@ fn rows_out16<const R: usize>(sum: [__m512; R]) -> [[f32; 16]; R] {
     out
 }
 
+/// The end of a packed Q4_K or Q5_K super-block `b` (its bytes at `p` in the first group and at
+/// `q` in the second) for the integer sums `acc` of R rows: `K4Finish::add`, lane-wise on
+/// sixteen columns (the same float operations).
+#[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl,avx512vnni")]
+#[inline]
+unsafe fn k4_finish16<const R: usize>(
+    sum: &mut [__m512; R],
+    acc: [__m512i; R],
+    p: *const u8,
+    q: *const u8,
+    a: &[&[BlockQ8K]; R],
+    b: usize,
+) {
+    use q4k_layout as l;
+    // SAFETY: the module's contract: `p` and `q` start packed blocks, `b` is a block of each row.
+    unsafe {
+        let d = load_pair_ps(p.add(l::D), q.add(l::D));
+        let dmin = load_pair_ps(p.add(l::DMIN), q.add(l::DMIN));
+        let pair_mins: [__m512i; 4] =
+            std::array::from_fn(|m| pair_bytes_epi16(p.add(l::MINS + 16 * m), q.add(l::MINS + 16 * m), false));
+        for r in 0..R {
+            let y = a[r].get_unchecked(b);
+            let sub16 = sub_block_pair_sums(y);
+            let mut mins = _mm512_setzero_si512();
+            for (m, at) in pair_mins.iter().zip(SUB_BLOCK_PAIR_AT) {
+                mins = _mm512_dpwssd_epi32(mins, *m, broadcast_element(sub16, at));
+            }
+            let da = _mm512_set1_ps(y.d);
+            sum[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc[r]), _mm512_mul_ps(d, da), sum[r]);
+            sum[r] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(mins), _mm512_mul_ps(dmin, da), sum[r]);
+        }
+    }
+}
+
 /// Two adjacent interleaved Q4_K groups (`pair`: the first group's bytes, then the second's)
 /// against R activation rows: `out[r][c] = dot(column c of the sixteen, a[r])`.
 #[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl,avx512vnni")]
@@ -139,22 +179,51 @@ pub unsafe fn gemm_q4_k_x16<const R: usize>(pair: &[u8], a: &[&[BlockQ8K]; R]) -
                     acc[r] = _mm512_dpwssd_epi32(acc[r], both, scales);
                 }
             }
-            // `K4Finish::add`, lane-wise on sixteen columns (the same float operations).
-            let d = load_pair_ps(p.add(l::D), q.add(l::D));
-            let dmin = load_pair_ps(p.add(l::DMIN), q.add(l::DMIN));
-            let pair_mins: [__m512i; 4] =
-                std::array::from_fn(|m| pair_bytes_epi16(p.add(l::MINS + 16 * m), q.add(l::MINS + 16 * m), false));
-            for r in 0..R {
-                let y = a[r].get_unchecked(b);
-                let sub16 = sub_block_pair_sums(y);
-                let mut mins = _mm512_setzero_si512();
-                for (m, at) in pair_mins.iter().zip(SUB_BLOCK_PAIR_AT) {
-                    mins = _mm512_dpwssd_epi32(mins, *m, broadcast_element(sub16, at));
+            k4_finish16(&mut sum, acc, p, q, a, b);
+        }
+        rows_out16(sum)
+    }
+}
+
+/// Two adjacent interleaved Q5_K groups against R activation rows: the Q4_K kernel with each
+/// weight's fifth bit added. Values reach 31, so a sub-block's nibble sums (16 products of at
+/// most 31 x 127 each) no longer fit in i16: their i32 sum is scaled with one `vpmulld`.
+#[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl,avx512vnni")]
+pub unsafe fn gemm_q5_k_x16<const R: usize>(pair: &[u8], a: &[&[BlockQ8K]; R]) -> [[f32; 16]; R] {
+    use q4k_layout as l;
+    let second = pair.len() / 2;
+    // SAFETY: as for `gemm_q4_k_x16`.
+    unsafe {
+        let (m4, one) = (_mm512_set1_epi8(0x0F), _mm512_set1_epi8(1));
+        let mut sum = [_mm512_setzero_ps(); R];
+        for (b, blk) in pair[..second].chunks_exact(Q5_K_GROUP_BLOCK).enumerate() {
+            let (p, q) = (blk.as_ptr(), blk.as_ptr().add(second));
+            let mut acc = [_mm512_setzero_si512(); R];
+            for j in 0..8 {
+                let scales = pair_bytes_epi32(p.add(l::SCALES + 8 * j), q.add(l::SCALES + 8 * j), false);
+                let h = load_pair(p.add(l::QH + 32 * j), q.add(l::QH + 32 * j));
+                let fifth = |bit: usize| {
+                    let b = _mm512_and_si512(_mm512_srl_epi16(h, _mm_cvtsi32_si128(bit as i32)), one);
+                    _mm512_slli_epi16(b, 4)
+                };
+                let mut both = [_mm512_setzero_si512(); R];
+                for k in 0..4 {
+                    let at = l::QS + 128 * j + 32 * k;
+                    let z = load_pair(p.add(at), q.add(at));
+                    let w_low = _mm512_or_si512(_mm512_and_si512(z, m4), fifth(2 * k));
+                    let w_high = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(z, 4), m4), fifth(2 * k + 1));
+                    let v = 32 * j + 8 * k;
+                    for r in 0..R {
+                        let y = a[r].get_unchecked(b).qs.as_ptr().add(v);
+                        both[r] = _mm512_dpbusd_epi32(both[r], w_low, activations4(y));
+                        both[r] = _mm512_dpbusd_epi32(both[r], w_high, activations4(y.add(4)));
+                    }
                 }
-                let da = _mm512_set1_ps(y.d);
-                sum[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc[r]), _mm512_mul_ps(d, da), sum[r]);
-                sum[r] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(mins), _mm512_mul_ps(dmin, da), sum[r]);
+                for r in 0..R {
+                    acc[r] = _mm512_add_epi32(acc[r], _mm512_mullo_epi32(both[r], scales));
+                }
             }
+            k4_finish16(&mut sum, acc, p, q, a, b);
         }
         rows_out16(sum)
     }
@@ -213,6 +282,40 @@ pub unsafe fn gemm_q6_k_x16<const R: usize>(pair: &[u8], a: &[&[BlockQ8K]; R]) -
                 }
                 let acc = _mm512_sub_epi32(acc[r], _mm512_slli_epi32(offset, 5));
                 sum[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc), _mm512_mul_ps(d, _mm512_set1_ps(y.d)), sum[r]);
+            }
+        }
+        rows_out16(sum)
+    }
+}
+
+/// Two adjacent interleaved Q8_0 groups against R activation rows (as `gemm_q4_k_x16`). The
+/// signed weights become unsigned bytes for `vpdpbusd` by flipping their sign bit (w + 128);
+/// each row's accumulator starts at -128 times its block's activation sum, which takes the
+/// offset's products back out, so the integer sums are exactly those of the 256-bit kernel.
+#[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl,avx512vnni")]
+pub unsafe fn gemm_q8_0_x16<const R: usize>(pair: &[u8], a: &[&[BlockQ8_0]; R]) -> [[f32; 16]; R] {
+    use q8_0_layout as l;
+    let second = pair.len() / 2;
+    // SAFETY: as for `gemm_q4_k_x16`.
+    unsafe {
+        let sign = _mm512_set1_epi8(-128);
+        let mut sum = [_mm512_setzero_ps(); R];
+        for (b, blk) in pair[..second].chunks_exact(Q8_0_GROUP_BLOCK).enumerate() {
+            let (p, q) = (blk.as_ptr(), blk.as_ptr().add(second));
+            let mut acc: [__m512i; R] = std::array::from_fn(|r| _mm512_set1_epi32(-128 * a[r].get_unchecked(b).sum));
+            for k in 0..8 {
+                let at = l::QS + 32 * k;
+                let w = _mm512_xor_si512(load_pair(p.add(at), q.add(at)), sign);
+                for r in 0..R {
+                    let y = a[r].get_unchecked(b).qs.as_ptr().add(4 * k);
+                    acc[r] = _mm512_dpbusd_epi32(acc[r], w, activations4(y));
+                }
+            }
+            // As `avx2::gemm_q8_0_x8`'s end of a block, lane-wise.
+            let d = load_pair_ps(p.add(l::D), q.add(l::D));
+            for r in 0..R {
+                let da = _mm512_mul_ps(d, _mm512_set1_ps(a[r].get_unchecked(b).d));
+                sum[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc[r]), da, sum[r]);
             }
         }
         rows_out16(sum)

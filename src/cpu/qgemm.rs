@@ -66,10 +66,10 @@ pub const MAX_CALL_GROUPS: usize = 2;
 pub const CALL_COLS: usize = MAX_CALL_GROUPS * COLS;
 
 /// How many adjacent groups a packed-kernel call on `isa` should take for `ty`: two where a
-/// kernel computes sixteen columns at once (the 512-bit Q4_K and Q6_K kernels), else one.
+/// kernel computes sixteen columns at once (the 512-bit kernels), else one.
 pub fn packed_call_groups(isa: Isa, ty: GgmlType) -> usize {
     match (isa, ty) {
-        (Isa::Avx512Vnni, GgmlType::Q4_K | GgmlType::Q6_K) => 2,
+        (Isa::Avx512Vnni, GgmlType::Q4_K | GgmlType::Q5_K | GgmlType::Q6_K | GgmlType::Q8_0) => 2,
         _ => 1,
     }
 }
@@ -136,6 +136,7 @@ pub fn gemm_packed(isa: Isa, ty: GgmlType, groups: &[u8], acts: &[&[BlockQ8K]], 
     #[cfg(target_arch = "x86_64")]
     match (isa, ty, n_groups) {
         (Isa::Avx512Vnni, GgmlType::Q4_K, 2) => zmm_by_rows!(gemm_q4_k_x16, groups, acts, out),
+        (Isa::Avx512Vnni, GgmlType::Q5_K, 2) => zmm_by_rows!(gemm_q5_k_x16, groups, acts, out),
         (Isa::Avx512Vnni, GgmlType::Q6_K, 2) => zmm_by_rows!(gemm_q6_k_x16, groups, acts, out),
         _ => each_group(groups, n_groups, out, |group, o| match ty {
             GgmlType::Q4_K => packed_by_rows!(isa, gemm_q4_k_x8, group, acts, o),
@@ -150,7 +151,10 @@ pub fn gemm_packed(isa: Isa, ty: GgmlType, groups: &[u8], acts: &[&[BlockQ8K]], 
 pub fn gemm_packed_q8_0(isa: Isa, groups: &[u8], acts: &[&[BlockQ8_0]], out: &mut [[f32; CALL_COLS]]) {
     let n_groups = check_packed(isa, super::repack::Q8_0_GROUP_BLOCK, groups, acts, out);
     #[cfg(target_arch = "x86_64")]
-    each_group(groups, n_groups, out, |group, o| packed_by_rows!(isa, gemm_q8_0_x8, group, acts, o));
+    match (isa, n_groups) {
+        (Isa::Avx512Vnni, 2) => zmm_by_rows!(gemm_q8_0_x16, groups, acts, out),
+        _ => each_group(groups, n_groups, out, |group, o| packed_by_rows!(isa, gemm_q8_0_x8, group, acts, o)),
+    }
 }
 
 /// Runs `kernel(group, results)` on each of the `n_groups` groups in `groups`, one at a time,

@@ -19,11 +19,14 @@ impl Default for BlockQ8K {
     }
 }
 
-/// ggml's `block_q8_0`, with its f16 scale already widened.
+/// ggml's `block_q8_0`, with its f16 scale already widened, and the sum of its values (as
+/// `block_q8_1` keeps it): kernels that offset signed weights into unsigned bytes for
+/// `vpdpbusd` take the offset's share back out with it.
 #[derive(Clone, Copy, Default)]
 pub struct BlockQ8_0 {
     pub d: f32,
     pub qs: [i8; QK],
+    pub sum: i32,
 }
 
 /// ggml's `nearest_int`: round half to even, valid for |x| < 2^22. Adding 1.5 * 2^23 makes the
@@ -104,6 +107,7 @@ fn quantize_q8_0_portable(x: &[f32], out: &mut [BlockQ8_0]) {
         for (q, &v) in y.qs.iter_mut().zip(xb) {
             *q = nearest_int(v * id) as i8;
         }
+        y.sum = y.qs.iter().map(|&q| q as i32).sum();
     }
 }
 

@@ -263,7 +263,7 @@ fn softmax_matches_scalar() {
     }
 }
 
-/// The 512-bit Q4_K and Q6_K kernels of the AVX-512 VNNI path (`cpu::avx512`) compute the same
+/// The 512-bit Q4_K, Q5_K, Q6_K and Q8_0 kernels of the AVX-512 VNNI path (`cpu::avx512`) compute the same
 /// integers and then the same float operations as the 256-bit ones, so their results are
 /// bit-identical: the paths can be swapped without changing a generated token.
 #[test]
@@ -273,20 +273,29 @@ fn wide_packed_kernels_equal_the_256_bit_ones() {
         return;
     }
     let mut rng = ChaCha8Rng::seed_from_u64(5);
-    for ty in [GgmlType::Q4_K, GgmlType::Q6_K] {
+    for ty in [GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::Q8_0] {
         let (n_in, n_out) = (4096, 24);
         let data = random_weights(&mut rng, ty, n_in, n_out);
         let packed = pack(ty, &data, n_in, n_out, |_| {});
         let x = random_activations(&mut rng, PACKED_ROW_GROUP * n_in);
         let mut a8k = vec![BlockQ8K::default(); PACKED_ROW_GROUP * n_in / 256];
+        let mut a8_0 = vec![BlockQ8_0::default(); PACKED_ROW_GROUP * n_in / 32];
         quantize_q8_k(&x, &mut a8k);
+        quantize_q8_0(&x, &mut a8_0);
         let acts: Vec<&[BlockQ8K]> = a8k.chunks(n_in / 256).collect();
+        let acts8_0: Vec<&[BlockQ8_0]> = a8_0.chunks(n_in / 32).collect();
         for rows in 1..=PACKED_ROW_GROUP {
             // The sixteen-column kernels on pairs; a lone group (the 256-bit VNNI kernels) too.
             for groups in [0..2, 1..3, 2..3] {
                 let (mut wide, mut narrow) = (vec![[0f32; CALL_COLS]; rows], vec![[0f32; CALL_COLS]; rows]);
-                gemm_packed(Isa::Avx512Vnni, ty, packed.groups(groups.clone()), &acts[..rows], &mut wide);
-                gemm_packed(Isa::Avx2, ty, packed.groups(groups.clone()), &acts[..rows], &mut narrow);
+                let g = packed.groups(groups.clone());
+                if ty == GgmlType::Q8_0 {
+                    gemm_packed_q8_0(Isa::Avx512Vnni, g, &acts8_0[..rows], &mut wide);
+                    gemm_packed_q8_0(Isa::Avx2, g, &acts8_0[..rows], &mut narrow);
+                } else {
+                    gemm_packed(Isa::Avx512Vnni, ty, g, &acts[..rows], &mut wide);
+                    gemm_packed(Isa::Avx2, ty, g, &acts[..rows], &mut narrow);
+                }
                 assert_eq!(wide, narrow, "{ty} rows {rows} groups {groups:?}");
             }
         }
