@@ -8,6 +8,8 @@ mod avx2;
 mod avx2_f32;
 #[cfg(target_arch = "x86_64")]
 mod avx512;
+#[cfg(target_arch = "x86_64")]
+mod avx512_f32;
 mod features;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod int8_dot;
@@ -23,4 +25,7 @@ pub use qgemm::{
     CALL_COLS, MAX_CALL_GROUPS, PACKED_ROW_GROUP, ROW_GROUP, dot_rows_q8_0, dot_rows_q8k, gemm_packed,
     gemm_packed_q8_0, packed_call_groups,
 };
-pub use vec_f32::{Rows, dot_f32, dot_rows_f32, softmax_scaled, weighted_rows_f32};
+pub use vec_f32::{
+    QUERY_TILE, Rows, dot_f32, dot_rows_f32, dot_rows_tile_f32, softmax_scaled, weighted_rows_f32,
+    weighted_rows_tile_f32,
+};

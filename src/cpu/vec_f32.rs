@@ -4,6 +4,12 @@
 
 use super::Isa;
 
+/// Whether `isa` runs the AVX-512 forms of the attention kernels (`cpu::avx512_f32`).
+#[cfg(target_arch = "x86_64")]
+fn runs_avx512(isa: Isa) -> bool {
+    isa == Isa::Avx512Vnni && isa.is_available()
+}
+
 /// Whether `isa` runs the AVX2 + FMA forms here (every x86 SIMD path has them; checked, since
 /// these safe functions take any `Isa`).
 #[cfg(target_arch = "x86_64")]
@@ -50,7 +56,10 @@ pub fn dot_rows_f32(isa: Isa, q: &[f32], rows: Rows, out: &mut [f32]) {
     rows.check();
     assert!(q.len() == rows.width && out.len() == rows.count, "dot_rows: mismatched shapes");
     match isa {
-        // SAFETY: as for `dot_f32`; the rows were checked to lie inside their matrix.
+        // SAFETY: as for `dot_f32` (AVX-512 F checked by `runs_avx512`); the rows were checked
+        // to lie inside their matrix.
+        #[cfg(target_arch = "x86_64")]
+        _ if runs_avx512(isa) => unsafe { super::avx512_f32::dot_rows(q, rows, out) },
         #[cfg(target_arch = "x86_64")]
         _ if runs_avx2(isa) => unsafe { super::avx2_f32::dot_rows(q, rows, out) },
         _ => {
@@ -68,12 +77,78 @@ pub fn weighted_rows_f32(isa: Isa, weights: &[f32], rows: Rows, out: &mut [f32])
     match isa {
         // SAFETY: as for `dot_rows_f32`.
         #[cfg(target_arch = "x86_64")]
+        _ if runs_avx512(isa) => unsafe { super::avx512_f32::weighted_rows(weights, rows, out) },
+        #[cfg(target_arch = "x86_64")]
         _ if runs_avx2(isa) => unsafe { super::avx2_f32::weighted_rows(weights, rows, out) },
         _ => {
             for (j, &w) in weights.iter().enumerate() {
                 for (o, x) in out.iter_mut().zip(rows.row(j)) {
                     *o += w * x;
                 }
+            }
+        }
+    }
+}
+
+/// Queries the tile kernels take at once (`dot_rows_tile_f32`, `weighted_rows_tile_f32`). A
+/// head's key and value rows (148 x 512 bytes at 148 rows) do not fit in L1, and reading them
+/// once per query was what attention's time went to; a tile reads them once per four queries.
+pub const QUERY_TILE: usize = 4;
+
+/// `out[t * rows.count + j] = dot(queries[t], rows[j])` for each of the (1..=QUERY_TILE) query
+/// rows: `dot_rows_f32` for each query, with the same values.
+pub fn dot_rows_tile_f32(isa: Isa, queries: Rows, rows: Rows, out: &mut [f32]) {
+    queries.check();
+    rows.check();
+    let tile = queries.count;
+    assert!(
+        (1..=QUERY_TILE).contains(&tile) && queries.width == rows.width && out.len() == tile * rows.count,
+        "dot_rows_tile: mismatched shapes"
+    );
+    match isa {
+        // SAFETY: as for `dot_rows_f32`; the queries were checked to lie inside their matrix too.
+        #[cfg(target_arch = "x86_64")]
+        _ if runs_avx512(isa) => unsafe {
+            use super::avx512_f32::dot_rows_tile as f;
+            match tile {
+                1 => f::<1>(queries, rows, out),
+                2 => f::<2>(queries, rows, out),
+                3 => f::<3>(queries, rows, out),
+                _ => f::<4>(queries, rows, out),
+            }
+        },
+        _ => {
+            for (t, o) in out.chunks_exact_mut(rows.count).enumerate() {
+                dot_rows_f32(isa, queries.row(t), rows, o);
+            }
+        }
+    }
+}
+
+/// `out[t * w..][..w] += sum_j weights[t * rows.count + j] * rows[j]` (w = rows.width) for each of
+/// the (1..=QUERY_TILE) outputs in `out`: `weighted_rows_f32` for each, with the same values.
+pub fn weighted_rows_tile_f32(isa: Isa, weights: &[f32], rows: Rows, out: &mut [f32]) {
+    rows.check();
+    let tile = out.len() / rows.width.max(1);
+    assert!(
+        (1..=QUERY_TILE).contains(&tile) && out.len() == tile * rows.width && weights.len() == tile * rows.count,
+        "weighted_rows_tile: mismatched shapes"
+    );
+    match isa {
+        // SAFETY: as for `weighted_rows_f32`.
+        #[cfg(target_arch = "x86_64")]
+        _ if runs_avx512(isa) => unsafe {
+            use super::avx512_f32::weighted_rows_tile as f;
+            match tile {
+                1 => f::<1>(weights, rows, out),
+                2 => f::<2>(weights, rows, out),
+                3 => f::<3>(weights, rows, out),
+                _ => f::<4>(weights, rows, out),
+            }
+        },
+        _ => {
+            for (w, o) in weights.chunks_exact(rows.count).zip(out.chunks_exact_mut(rows.width)) {
+                weighted_rows_f32(isa, w, rows, o);
             }
         }
     }

@@ -3,7 +3,7 @@
 use rayon::prelude::*;
 
 use super::matmul::grow;
-use crate::cpu::{Rows, active_isa, dot_rows_f32, softmax_scaled, weighted_rows_f32};
+use crate::cpu::{QUERY_TILE, Rows, active_isa, dot_rows_tile_f32, softmax_scaled, weighted_rows_tile_f32};
 
 /// Shapes of one attention call.
 #[derive(Clone, Copy)]
@@ -19,7 +19,7 @@ pub struct AttentionShape {
 
 #[derive(Default)]
 pub struct AttentionScratch {
-    /// One row of scores per head.
+    /// A tile of query rows' scores per head.
     scores: Vec<f32>,
     /// Output in head-major order, `[n_head, n_rows, head_dim]`.
     out_h: Vec<f32>,
@@ -34,23 +34,28 @@ pub fn attention(q: &[f32], k: &[f32], v: &[f32], s: AttentionShape, out: &mut [
     let (q_stride, kv_stride) = (n_head * hd, n_head_kv * hd);
     let scale = 1.0 / (hd as f32).sqrt();
     let isa = active_isa();
-    grow(&mut scratch.scores, n_head * n_keys);
+    grow(&mut scratch.scores, n_head * QUERY_TILE * n_keys);
     grow(&mut scratch.out_h, n_head * n_rows * hd);
-    scratch.scores[..n_head * n_keys]
-        .par_chunks_mut(n_keys)
+    scratch.scores[..n_head * QUERY_TILE * n_keys]
+        .par_chunks_mut(QUERY_TILE * n_keys)
         .zip(scratch.out_h[..n_head * n_rows * hd].par_chunks_mut(n_rows * hd))
         .enumerate()
         .for_each(|(h, (scores, out_h))| {
             let kvh = h / group;
             // Head kvh of every key and value row.
             let head_rows = |data| Rows { data, stride: kv_stride, offset: kvh * hd, width: hd, count: n_keys };
-            for i in 0..n_rows {
-                let qi = &q[i * q_stride + h * hd..i * q_stride + (h + 1) * hd];
-                dot_rows_f32(isa, qi, head_rows(k), scores);
-                softmax_scaled(isa, scores, scale);
-                let oi = &mut out_h[i * hd..(i + 1) * hd];
-                oi.fill(0.0);
-                weighted_rows_f32(isa, scores, head_rows(v), oi);
+            for first in (0..n_rows).step_by(QUERY_TILE) {
+                let tile = QUERY_TILE.min(n_rows - first);
+                let queries =
+                    Rows { data: q, stride: q_stride, offset: first * q_stride + h * hd, width: hd, count: tile };
+                let scores = &mut scores[..tile * n_keys];
+                dot_rows_tile_f32(isa, queries, head_rows(k), scores);
+                for row in scores.chunks_exact_mut(n_keys) {
+                    softmax_scaled(isa, row, scale);
+                }
+                let o = &mut out_h[first * hd..(first + tile) * hd];
+                o.fill(0.0);
+                weighted_rows_tile_f32(isa, scores, head_rows(v), o);
             }
         });
     for h in 0..n_head {

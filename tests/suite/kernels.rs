@@ -4,8 +4,9 @@
 
 use dllm::cpu::repack::{has_layout, pack};
 use dllm::cpu::{
-    CALL_COLS, Isa, MAX_CALL_GROUPS, PACKED_ROW_GROUP, ROW_GROUP, Rows, dot_f32, dot_rows_f32, dot_rows_q8_0,
-    dot_rows_q8k, gemm_packed, gemm_packed_q8_0, softmax_scaled, weighted_rows_f32,
+    CALL_COLS, Isa, MAX_CALL_GROUPS, PACKED_ROW_GROUP, QUERY_TILE, ROW_GROUP, Rows, dot_f32, dot_rows_f32,
+    dot_rows_q8_0, dot_rows_q8k, dot_rows_tile_f32, gemm_packed, gemm_packed_q8_0, softmax_scaled, weighted_rows_f32,
+    weighted_rows_tile_f32,
 };
 use dllm::ops::matmul::{MatmulScratch, Matrix, matmul_on};
 use dllm::quant::blocks::{q4_k, q5_k, q6_k, q8_0};
@@ -234,6 +235,77 @@ fn f32_vector_kernels_match_scalar() {
                 let scale: f32 =
                     b[c].abs() + (0..count).map(|j| (weights[j] * matrix[j * stride + n + c]).abs()).sum::<f32>();
                 assert_close(got[c], want[c], scale, &format!("{isa:?} weighted_rows n {n} column {c}"));
+            }
+        }
+    }
+}
+
+/// The AVX-512 forms of attention's f32 kernels do the AVX2 forms' operations lane for lane, so
+/// their scores and weighted sums are bit-identical (forcing AVX2 changes no token).
+#[test]
+fn wide_attention_kernels_equal_the_avx2_ones() {
+    if !Isa::Avx512Vnni.is_available() {
+        eprintln!("skipped: avx512vnni (this CPU lacks it)");
+        return;
+    }
+    let mut rng = ChaCha8Rng::seed_from_u64(6);
+    let mut random = |n: usize| -> Vec<f32> { (0..n).map(|_| rng.random_range(-2.0f32..2.0)).collect() };
+    for n in (1..=33).chain([64, 100, 127, 128, 129, 4099]) {
+        for count in [1, 3, 4, 7, 148] {
+            let q = random(n);
+            let stride = 2 * n + 3;
+            let matrix = random((count - 1) * stride + 2 * n);
+            let rows = Rows { data: &matrix, stride, offset: n, width: n, count };
+            let (mut wide, mut narrow) = (vec![0f32; count], vec![0f32; count]);
+            dot_rows_f32(Isa::Avx512Vnni, &q, rows, &mut wide);
+            dot_rows_f32(Isa::Avx2, &q, rows, &mut narrow);
+            assert_eq!(wide, narrow, "dot_rows n {n} count {count}");
+            let weights = random(count);
+            let (mut wide, mut narrow) = (q.clone(), q.clone());
+            weighted_rows_f32(Isa::Avx512Vnni, &weights, rows, &mut wide);
+            weighted_rows_f32(Isa::Avx2, &weights, rows, &mut narrow);
+            assert_eq!(wide, narrow, "weighted_rows n {n} count {count}");
+        }
+    }
+}
+
+/// The query-tile kernels give each query exactly what the one-query kernels give it, on every
+/// path: tiles of 1 to 4 queries, widths around the vector width, odd key counts.
+#[test]
+fn query_tile_kernels_equal_the_one_query_ones() {
+    let mut rng = ChaCha8Rng::seed_from_u64(7);
+    let mut random = |n: usize| -> Vec<f32> { (0..n).map(|_| rng.random_range(-2.0f32..2.0)).collect() };
+    for isa in Isa::available() {
+        for n in [1, 15, 16, 17, 64, 100, 128, 200] {
+            for count in [1, 3, 4, 5, 148] {
+                let stride = 2 * n + 3;
+                let matrix = random((count - 1) * stride + 2 * n);
+                let rows = Rows { data: &matrix, stride, offset: n, width: n, count };
+                let q_matrix = random(QUERY_TILE * (n + 5));
+                for tile in 1..=QUERY_TILE {
+                    let queries = Rows { data: &q_matrix, stride: n + 5, offset: 2, width: n, count: tile };
+                    let mut got = vec![0f32; tile * count];
+                    dot_rows_tile_f32(isa, queries, rows, &mut got);
+                    let mut want = vec![0f32; tile * count];
+                    for t in 0..tile {
+                        let q = &q_matrix[t * (n + 5) + 2..][..n];
+                        dot_rows_f32(isa, q, rows, &mut want[t * count..(t + 1) * count]);
+                    }
+                    assert_eq!(got, want, "{isa:?} dot_rows_tile n {n} count {count} tile {tile}");
+                    let weights = random(tile * count);
+                    let start = random(tile * n);
+                    let (mut got, mut want) = (start.clone(), start);
+                    weighted_rows_tile_f32(isa, &weights, rows, &mut got);
+                    for t in 0..tile {
+                        weighted_rows_f32(
+                            isa,
+                            &weights[t * count..(t + 1) * count],
+                            rows,
+                            &mut want[t * n..(t + 1) * n],
+                        );
+                    }
+                    assert_eq!(got, want, "{isa:?} weighted_rows_tile n {n} count {count} tile {tile}");
+                }
             }
         }
     }
