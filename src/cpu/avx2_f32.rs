@@ -183,3 +183,80 @@ pub unsafe fn softmax_scaled(scores: &mut [f32], scale: f32) {
         }
     }
 }
+
+/// `dot_rows` for T queries at once (`vec_f32::dot_rows_tile_f32`): each key row is loaded once
+/// for all of them (the queries stay in L1). Every (query, key) product is `dot`'s chain (two
+/// accumulators over 16-value steps), so the values are the same. Rows whose width is not a
+/// multiple of 16 take `dot_rows` per query.
+#[target_feature(enable = "avx2,fma")]
+pub unsafe fn dot_rows_tile<const T: usize>(queries: Rows, rows: Rows, out: &mut [f32]) {
+    let (n, count) = (rows.width, rows.count);
+    // SAFETY: as for `dot_rows`: every load reads 8 floats inside a query or key row.
+    unsafe {
+        if n % 16 != 0 {
+            for (t, o) in out.chunks_exact_mut(count).enumerate() {
+                dot_rows(queries.row(t), rows, o);
+            }
+            return;
+        }
+        let q: [*const f32; T] = std::array::from_fn(|t| queries.row(t).as_ptr());
+        for j in 0..count {
+            let r = rows.row(j).as_ptr();
+            let mut acc0 = [_mm256_setzero_ps(); T];
+            let mut acc1 = [_mm256_setzero_ps(); T];
+            let mut i = 0;
+            while i < n {
+                let (k0, k1) = (_mm256_loadu_ps(r.add(i)), _mm256_loadu_ps(r.add(i + 8)));
+                for t in 0..T {
+                    acc0[t] = _mm256_fmadd_ps(_mm256_loadu_ps(q[t].add(i)), k0, acc0[t]);
+                    acc1[t] = _mm256_fmadd_ps(_mm256_loadu_ps(q[t].add(i + 8)), k1, acc1[t]);
+                }
+                i += 16;
+            }
+            for t in 0..T {
+                out[t * count + j] = hsum(_mm256_add_ps(acc0[t], acc1[t]));
+            }
+        }
+    }
+}
+
+/// `weighted_rows` for T outputs at once (`vec_f32::weighted_rows_tile_f32`), 16 columns of each
+/// in registers: each value row is loaded once for all of them, and every output is the same
+/// chain of multiply-adds in row order (the last `width % 16` columns go through
+/// `weighted_rows`, which fuses the same ones as it always does).
+#[target_feature(enable = "avx2,fma")]
+pub unsafe fn weighted_rows_tile<const T: usize>(weights: &[f32], rows: Rows, out: &mut [f32]) {
+    let (width, count) = (rows.width, rows.count);
+    let base = rows.data.as_ptr();
+    let mut i = 0;
+    // SAFETY: every load reads 8 floats of a row inside the matrix (i + 16 <= width), every
+    // store 8 floats of one of the T outputs (each `width` long).
+    unsafe {
+        while i + 16 <= width {
+            let mut acc: [[__m256; 2]; T] = std::array::from_fn(|t| {
+                std::array::from_fn(|v| _mm256_loadu_ps(out.as_ptr().add(t * width + i + 8 * v)))
+            });
+            for j in 0..count {
+                let row = base.add(j * rows.stride + rows.offset + i);
+                let (x0, x1) = (_mm256_loadu_ps(row), _mm256_loadu_ps(row.add(8)));
+                for t in 0..T {
+                    let w = _mm256_set1_ps(*weights.get_unchecked(t * count + j));
+                    acc[t][0] = _mm256_fmadd_ps(w, x0, acc[t][0]);
+                    acc[t][1] = _mm256_fmadd_ps(w, x1, acc[t][1]);
+                }
+            }
+            for t in 0..T {
+                for v in 0..2 {
+                    _mm256_storeu_ps(out.as_mut_ptr().add(t * width + i + 8 * v), acc[t][v]);
+                }
+            }
+            i += 16;
+        }
+        if i < width {
+            let rest = Rows { data: rows.data, stride: rows.stride, offset: rows.offset + i, width: width - i, count };
+            for t in 0..T {
+                weighted_rows(&weights[t * count..(t + 1) * count], rest, &mut out[t * width + i..(t + 1) * width]);
+            }
+        }
+    }
+}

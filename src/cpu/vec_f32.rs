@@ -90,6 +90,19 @@ pub fn weighted_rows_f32(isa: Isa, weights: &[f32], rows: Rows, out: &mut [f32])
     }
 }
 
+/// Calls the tile kernel `$f::<T>` for T = `$tile` (1..=4).
+#[cfg(target_arch = "x86_64")]
+macro_rules! by_tile {
+    ($($f:ident)::+, $tile:expr, $($arg:expr),*) => {
+        match $tile {
+            1 => $($f)::+::<1>($($arg),*),
+            2 => $($f)::+::<2>($($arg),*),
+            3 => $($f)::+::<3>($($arg),*),
+            _ => $($f)::+::<4>($($arg),*),
+        }
+    };
+}
+
 /// Queries the tile kernels take at once (`dot_rows_tile_f32`, `weighted_rows_tile_f32`). A
 /// head's key and value rows (148 x 512 bytes at 148 rows) do not fit in L1, and reading them
 /// once per query was what attention's time went to; a tile reads them once per four queries.
@@ -108,15 +121,10 @@ pub fn dot_rows_tile_f32(isa: Isa, queries: Rows, rows: Rows, out: &mut [f32]) {
     match isa {
         // SAFETY: as for `dot_rows_f32`; the queries were checked to lie inside their matrix too.
         #[cfg(target_arch = "x86_64")]
-        _ if runs_avx512(isa) => unsafe {
-            use super::avx512_f32::dot_rows_tile as f;
-            match tile {
-                1 => f::<1>(queries, rows, out),
-                2 => f::<2>(queries, rows, out),
-                3 => f::<3>(queries, rows, out),
-                _ => f::<4>(queries, rows, out),
-            }
-        },
+        _ if runs_avx512(isa) => unsafe { by_tile!(super::avx512_f32::dot_rows_tile, tile, queries, rows, out) },
+        // SAFETY: as for `dot_rows_f32`.
+        #[cfg(target_arch = "x86_64")]
+        _ if runs_avx2(isa) => unsafe { by_tile!(super::avx2_f32::dot_rows_tile, tile, queries, rows, out) },
         _ => {
             for (t, o) in out.chunks_exact_mut(rows.count).enumerate() {
                 dot_rows_f32(isa, queries.row(t), rows, o);
@@ -137,15 +145,10 @@ pub fn weighted_rows_tile_f32(isa: Isa, weights: &[f32], rows: Rows, out: &mut [
     match isa {
         // SAFETY: as for `weighted_rows_f32`.
         #[cfg(target_arch = "x86_64")]
-        _ if runs_avx512(isa) => unsafe {
-            use super::avx512_f32::weighted_rows_tile as f;
-            match tile {
-                1 => f::<1>(weights, rows, out),
-                2 => f::<2>(weights, rows, out),
-                3 => f::<3>(weights, rows, out),
-                _ => f::<4>(weights, rows, out),
-            }
-        },
+        _ if runs_avx512(isa) => unsafe { by_tile!(super::avx512_f32::weighted_rows_tile, tile, weights, rows, out) },
+        // SAFETY: as for `weighted_rows_f32`.
+        #[cfg(target_arch = "x86_64")]
+        _ if runs_avx2(isa) => unsafe { by_tile!(super::avx2_f32::weighted_rows_tile, tile, weights, rows, out) },
         _ => {
             for (w, o) in weights.chunks_exact(rows.count).zip(out.chunks_exact_mut(rows.width)) {
                 weighted_rows_f32(isa, w, rows, o);
