@@ -1,9 +1,8 @@
-//! AVX-512 forms of attention's two f32 kernels (`cpu::vec_f32`), for the AVX-512 VNNI path.
-//! One zmm does what the AVX2 forms' two ymm do, lane for lane: the same multiply-adds on the
-//! same elements in the same order, and the horizontal sums fold the upper half onto the lower
-//! before the AVX2 tree. So the results are bit-identical to the AVX2 forms' (tested), with
-//! half the loads and multiply-adds per value (the AVX2 forms are bound by loads: one per
-//! multiply-add).
+//! AVX-512 forms of attention's two f32 kernels (`cpu::vec_f32`: the scores and the weighted
+//! sum of values, each for a tile of queries), for the AVX-512 VNNI path. One zmm does what the
+//! AVX2 forms' two ymm do, lane for lane: the same multiply-adds on the same elements in the
+//! same order, and the horizontal sums fold the upper half onto the lower before the AVX2 tree.
+//! So the results are bit-identical to the AVX2 forms' (tested), with half the instructions.
 //!
 //! Safety contract of each `unsafe fn`: the CPU has AVX2, FMA and AVX-512 F, and the shapes
 //! were checked by the safe wrapper (equal lengths, rows inside their matrix).
@@ -52,43 +51,6 @@ pub unsafe fn dot_rows(q: &[f32], rows: Rows, out: &mut [f32]) {
             *o = avx2_f32::dot(q, rows.row(jj));
         }
     }
-}
-
-/// `avx2_f32::weighted_rows` with four zmm of outputs in registers where it has eight ymm. Each
-/// output is the same chain of multiply-adds in row order, and the same columns (all but the
-/// last `width % 8`) take the fused form, so every value is the AVX2 form's.
-#[target_feature(enable = "avx2,fma,avx512f")]
-pub unsafe fn weighted_rows(weights: &[f32], rows: Rows, out: &mut [f32]) {
-    const VECS: usize = 4;
-    let base = rows.data.as_ptr();
-    let mut i = 0;
-    // SAFETY: every load reads 16 floats of a row inside the matrix (i + 16 * VECS <= width),
-    // every store 16 floats of `out` (as long as a row).
-    unsafe {
-        while i + 16 * VECS <= rows.width {
-            let mut acc: [__m512; VECS] = std::array::from_fn(|v| _mm512_loadu_ps(out.as_ptr().add(i + 16 * v)));
-            for (j, &w) in weights.iter().enumerate() {
-                let (w, row) = (_mm512_set1_ps(w), base.add(j * rows.stride + rows.offset + i));
-                for (v, a) in acc.iter_mut().enumerate() {
-                    *a = _mm512_fmadd_ps(w, _mm512_loadu_ps(row.add(16 * v)), *a);
-                }
-            }
-            for (v, a) in acc.iter().enumerate() {
-                _mm512_storeu_ps(out.as_mut_ptr().add(i + 16 * v), *a);
-            }
-            i += 16 * VECS;
-        }
-    }
-    // The remaining columns as the AVX2 form does them (eight at a time fused, then scalar).
-    let rest = Rows {
-        data: rows.data,
-        stride: rows.stride,
-        offset: rows.offset + i,
-        width: rows.width - i,
-        count: rows.count,
-    };
-    // SAFETY: the rest of each row lies inside the matrix as the whole row does.
-    unsafe { avx2_f32::weighted_rows(weights, rest, &mut out[i..]) }
 }
 
 /// `dot_rows` for T queries at once (`vec_f32::dot_rows_tile_f32`): each key row is loaded

@@ -77,8 +77,6 @@ pub fn weighted_rows_f32(isa: Isa, weights: &[f32], rows: Rows, out: &mut [f32])
     match isa {
         // SAFETY: as for `dot_rows_f32`.
         #[cfg(target_arch = "x86_64")]
-        _ if runs_avx512(isa) => unsafe { super::avx512_f32::weighted_rows(weights, rows, out) },
-        #[cfg(target_arch = "x86_64")]
         _ if runs_avx2(isa) => unsafe { super::avx2_f32::weighted_rows(weights, rows, out) },
         _ => {
             for (j, &w) in weights.iter().enumerate() {

@@ -241,7 +241,8 @@ fn f32_vector_kernels_match_scalar() {
 }
 
 /// The AVX-512 forms of attention's f32 kernels do the AVX2 forms' operations lane for lane, so
-/// their scores and weighted sums are bit-identical (forcing AVX2 changes no token).
+/// their scores and weighted sums are bit-identical (forcing AVX2 changes no token): the tile
+/// kernels on tiles of 1 to 4 queries, widths around the vector widths, odd key counts.
 #[test]
 fn wide_attention_kernels_equal_the_avx2_ones() {
     if !Isa::Avx512Vnni.is_available() {
@@ -252,19 +253,23 @@ fn wide_attention_kernels_equal_the_avx2_ones() {
     let mut random = |n: usize| -> Vec<f32> { (0..n).map(|_| rng.random_range(-2.0f32..2.0)).collect() };
     for n in (1..=33).chain([64, 100, 127, 128, 129, 4099]) {
         for count in [1, 3, 4, 7, 148] {
-            let q = random(n);
             let stride = 2 * n + 3;
             let matrix = random((count - 1) * stride + 2 * n);
             let rows = Rows { data: &matrix, stride, offset: n, width: n, count };
-            let (mut wide, mut narrow) = (vec![0f32; count], vec![0f32; count]);
-            dot_rows_f32(Isa::Avx512Vnni, &q, rows, &mut wide);
-            dot_rows_f32(Isa::Avx2, &q, rows, &mut narrow);
-            assert_eq!(wide, narrow, "dot_rows n {n} count {count}");
-            let weights = random(count);
-            let (mut wide, mut narrow) = (q.clone(), q.clone());
-            weighted_rows_f32(Isa::Avx512Vnni, &weights, rows, &mut wide);
-            weighted_rows_f32(Isa::Avx2, &weights, rows, &mut narrow);
-            assert_eq!(wide, narrow, "weighted_rows n {n} count {count}");
+            let q_matrix = random(QUERY_TILE * (n + 5));
+            for tile in 1..=QUERY_TILE {
+                let queries = Rows { data: &q_matrix, stride: n + 5, offset: 2, width: n, count: tile };
+                let (mut wide, mut narrow) = (vec![0f32; tile * count], vec![0f32; tile * count]);
+                dot_rows_tile_f32(Isa::Avx512Vnni, queries, rows, &mut wide);
+                dot_rows_tile_f32(Isa::Avx2, queries, rows, &mut narrow);
+                assert_eq!(wide, narrow, "dot_rows_tile n {n} count {count} tile {tile}");
+                let weights = random(tile * count);
+                let start = random(tile * n);
+                let (mut wide, mut narrow) = (start.clone(), start);
+                weighted_rows_tile_f32(Isa::Avx512Vnni, &weights, rows, &mut wide);
+                weighted_rows_tile_f32(Isa::Avx2, &weights, rows, &mut narrow);
+                assert_eq!(wide, narrow, "weighted_rows_tile n {n} count {count} tile {tile}");
+            }
         }
     }
 }
