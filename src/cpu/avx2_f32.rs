@@ -239,15 +239,15 @@ pub unsafe fn weighted_rows_tile<const T: usize>(weights: &[f32], rows: Rows, ou
             for j in 0..count {
                 let row = base.add(j * rows.stride + rows.offset + i);
                 let (x0, x1) = (_mm256_loadu_ps(row), _mm256_loadu_ps(row.add(8)));
-                for t in 0..T {
+                for (t, [a0, a1]) in acc.iter_mut().enumerate() {
                     let w = _mm256_set1_ps(*weights.get_unchecked(t * count + j));
-                    acc[t][0] = _mm256_fmadd_ps(w, x0, acc[t][0]);
-                    acc[t][1] = _mm256_fmadd_ps(w, x1, acc[t][1]);
+                    *a0 = _mm256_fmadd_ps(w, x0, *a0);
+                    *a1 = _mm256_fmadd_ps(w, x1, *a1);
                 }
             }
-            for t in 0..T {
-                for v in 0..2 {
-                    _mm256_storeu_ps(out.as_mut_ptr().add(t * width + i + 8 * v), acc[t][v]);
+            for (t, a) in acc.iter().enumerate() {
+                for (v, a) in a.iter().enumerate() {
+                    _mm256_storeu_ps(out.as_mut_ptr().add(t * width + i + 8 * v), *a);
                 }
             }
             i += 16;

@@ -113,16 +113,16 @@ pub unsafe fn weighted_rows_tile<const T: usize>(weights: &[f32], rows: Rows, ou
             for j in 0..count {
                 let row = base.add(j * rows.stride + rows.offset + i);
                 let x: [__m512; VECS] = std::array::from_fn(|v| _mm512_loadu_ps(row.add(16 * v)));
-                for t in 0..T {
+                for (t, a) in acc.iter_mut().enumerate() {
                     let w = _mm512_set1_ps(*weights.get_unchecked(t * count + j));
-                    for v in 0..VECS {
-                        acc[t][v] = _mm512_fmadd_ps(w, x[v], acc[t][v]);
+                    for (a, x) in a.iter_mut().zip(&x) {
+                        *a = _mm512_fmadd_ps(w, *x, *a);
                     }
                 }
             }
-            for t in 0..T {
-                for v in 0..VECS {
-                    _mm512_storeu_ps(out.as_mut_ptr().add(t * width + i + 16 * v), acc[t][v]);
+            for (t, a) in acc.iter().enumerate() {
+                for (v, a) in a.iter().enumerate() {
+                    _mm512_storeu_ps(out.as_mut_ptr().add(t * width + i + 16 * v), *a);
                 }
             }
             i += 16 * VECS;
