@@ -13,10 +13,16 @@ use std::time::Instant;
 
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
+use rayon::prelude::*;
 
 use crate::model::{Family, Forward, ModelError, Pass};
 pub use params::{DreamAlg, GenerateParams, KvCacheMode, Remasking};
 pub use row_rule::{RowConfidence, RowRule, RuleScratch};
+
+thread_local! {
+    /// Each thread's work buffers for the row rules' filters, reused across rows and steps.
+    static RULE_SCRATCH: std::cell::RefCell<RuleScratch> = std::cell::RefCell::new(RuleScratch::default());
+}
 
 /// The token ids the samplers treat specially.
 #[derive(Debug, Clone, Copy)]
@@ -121,7 +127,6 @@ pub fn generate(
         prompt_len: prompt.len(),
         logits: Vec::new(),
         row: Vec::new(),
-        rule_scratch: RuleScratch::default(),
         rng: ChaCha8Rng::seed_from_u64(params.seed),
         on_step,
         steps_run: 0,
@@ -164,7 +169,6 @@ struct Denoiser<'a> {
     logits: Vec<f32>,
     /// One row of `logits`, copied out to be consumed as scratch.
     row: Vec<f32>,
-    rule_scratch: RuleScratch,
     rng: ChaCha8Rng,
     on_step: &'a mut dyn FnMut(&StepInfo) -> bool,
     steps_run: usize,
@@ -228,13 +232,17 @@ impl Denoiser<'_> {
         } else {
             self.forward_pass(pass, rows)?;
             let n_vocab = self.n_vocab();
-            self.row.resize(n_vocab, 0.0);
-            for (r, logits) in self.logits.chunks_exact(n_vocab).enumerate() {
-                self.row.copy_from_slice(logits);
-                let (token, confidence) =
-                    rule.choose(&mut self.row, uniforms.get(r).copied().unwrap_or(0.0), &mut self.rule_scratch);
-                chosen.push((token as u32, confidence));
-            }
+            // The rows are independent (their random numbers are drawn above), so they run in
+            // parallel, each consumed in place: nothing reads these logits again.
+            self.logits[..rows.len() * n_vocab]
+                .par_chunks_mut(n_vocab)
+                .enumerate()
+                .map(|(r, row)| {
+                    let u = uniforms.get(r).copied().unwrap_or(0.0);
+                    let (token, confidence) = RULE_SCRATCH.with_borrow_mut(|scratch| rule.choose(row, u, scratch));
+                    (token as u32, confidence)
+                })
+                .collect_into_vec(&mut chosen);
         }
         Ok(positions.iter().zip(chosen).map(|(&pos, (token, confidence))| (pos, token, confidence)).collect())
     }
