@@ -139,6 +139,38 @@ fn exp_nonpositive(x: __m256) -> __m256 {
     _mm256_mul_ps(e_r, two_n)
 }
 
+/// `cpu::max_f32`: eight running maxima, then the largest of them.
+#[target_feature(enable = "avx2,fma")]
+pub unsafe fn max(x: &[f32]) -> f32 {
+    let whole = x.len() / 8 * 8;
+    // SAFETY: every load reads 8 floats below `whole` <= len.
+    unsafe {
+        let mut max8 = _mm256_set1_ps(f32::NEG_INFINITY);
+        for i in (0..whole).step_by(8) {
+            max8 = _mm256_max_ps(max8, _mm256_loadu_ps(x.as_ptr().add(i)));
+        }
+        let mut lanes = [0f32; 8];
+        _mm256_storeu_ps(lanes.as_mut_ptr(), max8);
+        x[whole..].iter().chain(&lanes).fold(f32::NEG_INFINITY, |m, &v| m.max(v))
+    }
+}
+
+/// `cpu::sum_exp_f32`: `exp_nonpositive` on 8 lanes with eight running sums, then the scalar
+/// tail with libm's expf.
+#[target_feature(enable = "avx2,fma")]
+pub unsafe fn sum_exp(x: &[f32], max: f32) -> f32 {
+    let whole = x.len() / 8 * 8;
+    // SAFETY: every load reads 8 floats below `whole` <= len.
+    unsafe {
+        let m = _mm256_set1_ps(max);
+        let mut sum8 = _mm256_setzero_ps();
+        for i in (0..whole).step_by(8) {
+            sum8 = _mm256_add_ps(sum8, exp_nonpositive(_mm256_sub_ps(_mm256_loadu_ps(x.as_ptr().add(i)), m)));
+        }
+        x[whole..].iter().fold(hsum(sum8), |s, &v| s + (v - max).exp())
+    }
+}
+
 /// `cpu::softmax_scaled`: scale and maximum, then e^(x - max) and its sum, then the division,
 /// 8 lanes at a time (libm's expf, one call per score, was the costliest part of attention).
 #[target_feature(enable = "avx2,fma")]

@@ -168,6 +168,27 @@ fn dot_scalar(a: &[f32], b: &[f32]) -> f32 {
     acc.iter().sum::<f32>() + tail
 }
 
+/// The largest value (-inf for an empty slice).
+pub fn max_f32(isa: Isa, x: &[f32]) -> f32 {
+    match isa {
+        // SAFETY: as for `dot_f32`.
+        #[cfg(target_arch = "x86_64")]
+        _ if runs_avx2(isa) => unsafe { super::avx2_f32::max(x) },
+        _ => x.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v)),
+    }
+}
+
+/// `sum_i e^(x[i] - max)` for `max` at least every value (a softmax's denominator). The SIMD
+/// forms use a vector exp within about 2 ulp and sum in another order than the scalar one.
+pub fn sum_exp_f32(isa: Isa, x: &[f32], max: f32) -> f32 {
+    match isa {
+        // SAFETY: as for `dot_f32`.
+        #[cfg(target_arch = "x86_64")]
+        _ if runs_avx2(isa) => unsafe { super::avx2_f32::sum_exp(x, max) },
+        _ => x.iter().map(|&v| (v - max).exp()).sum(),
+    }
+}
+
 /// `scores = softmax(scores * scale)` in place (attention's weights for one query and head).
 pub fn softmax_scaled(isa: Isa, scores: &mut [f32], scale: f32) {
     match isa {

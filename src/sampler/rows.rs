@@ -1,22 +1,20 @@
 //! Reductions over one row of logits (a full vocabulary), written to follow PyTorch's
 //! definitions in the official samplers: first index on ties, f32 softmax.
 
-/// Index of the largest value; the first one on ties (torch.argmax).
+use crate::cpu::{active_isa, max_f32, sum_exp_f32};
+
+/// Index of the largest value; the first one on ties (torch.argmax). The maximum is found with
+/// SIMD, then its first position.
 pub fn argmax(row: &[f32]) -> usize {
-    let mut best = 0;
-    for (i, &v) in row.iter().enumerate() {
-        if v > row[best] {
-            best = i;
-        }
-    }
-    best
+    let max = max_f32(active_isa(), row);
+    row.iter().position(|&v| v == max).unwrap_or(0)
 }
 
-/// softmax(row)[i], in f32.
+/// softmax(row)[i], in f32; the denominator with SIMD (`cpu::sum_exp_f32`).
 pub fn softmax_prob(row: &[f32], i: usize) -> f32 {
-    let max = row.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v));
-    let sum: f32 = row.iter().map(|&v| (v - max).exp()).sum();
-    (row[i] - max).exp() / sum
+    let isa = active_isa();
+    let max = max_f32(isa, row);
+    (row[i] - max).exp() / sum_exp_f32(isa, row, max)
 }
 
 /// softmax(row)[i], in f64 from the f32 logits.

@@ -5,8 +5,8 @@
 use dllm::cpu::repack::{has_layout, pack};
 use dllm::cpu::{
     CALL_COLS, Isa, MAX_CALL_GROUPS, PACKED_ROW_GROUP, QUERY_TILE, ROW_GROUP, Rows, dot_f32, dot_rows_f32,
-    dot_rows_q8_0, dot_rows_q8k, dot_rows_tile_f32, gemm_packed, gemm_packed_q8_0, softmax_scaled, weighted_rows_f32,
-    weighted_rows_tile_f32,
+    dot_rows_q8_0, dot_rows_q8k, dot_rows_tile_f32, gemm_packed, gemm_packed_q8_0, max_f32, softmax_scaled,
+    sum_exp_f32, weighted_rows_f32, weighted_rows_tile_f32,
 };
 use dllm::ops::matmul::{MatmulScratch, Matrix, matmul_on};
 use dllm::quant::blocks::{q4_k, q5_k, q6_k, q8_0};
@@ -311,6 +311,35 @@ fn query_tile_kernels_equal_the_one_query_ones() {
                     }
                     assert_eq!(got, want, "{isa:?} weighted_rows_tile n {n} count {count} tile {tile}");
                 }
+            }
+        }
+    }
+}
+
+/// The sampler's row reductions on every path: the maximum exactly as the scalar form (ties and
+/// -inf included); the softmax denominator against an f64 sum of f64 exps. Tolerance: 2e-7 for
+/// the vector exp (about 2 ulp) plus the classic bound for an f32 sum of n positive terms in
+/// any order, (n - 1) x 2^-24 of the sum (the scalar form's sequential sum of 126k terms is
+/// 1e-4 off, well inside it). On the short rows that bound is tight enough that a term
+/// missing from a lane or the tail fails: each term is at least e^-2 / n of the sum at
+/// spread 1.
+#[test]
+fn row_reductions_match_scalar() {
+    let mut rng = ChaCha8Rng::seed_from_u64(8);
+    for isa in Isa::available() {
+        for n in [1, 7, 8, 9, 31, 1000, 126_464, 152_064] {
+            for spread in [1.0f32, 10.0, 60.0] {
+                let mut x: Vec<f32> = (0..n).map(|_| rng.random_range(-spread..spread)).collect();
+                if n > 8 {
+                    x[n / 2] = f32::NEG_INFINITY; // a masked logit
+                    x[n - 1] = x[n / 3]; // a tie
+                }
+                let max = max_f32(Isa::Scalar, &x);
+                assert_eq!(max_f32(isa, &x), max, "{isa:?} max n {n}");
+                let want: f64 = x.iter().map(|&v| ((v - max) as f64).exp()).sum();
+                let got = sum_exp_f32(isa, &x, max) as f64;
+                let tolerance = (2e-7 + (n - 1) as f64 * 2f64.powi(-24)) * want;
+                assert!((got - want).abs() <= tolerance, "{isa:?} sum_exp n {n} spread {spread}: {got} vs {want}");
             }
         }
     }
