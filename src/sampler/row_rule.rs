@@ -69,7 +69,7 @@ impl RowRule {
                 if let Some(top_p) = top_p
                     && top_p < 1.0
                 {
-                    top_p_filter(row, top_p, &mut scratch.order);
+                    top_p_filter(row, top_p, &mut scratch.order, &mut scratch.values);
                 }
                 if let Some(k) = top_k {
                     top_k_filter(row, k, &mut scratch.values);

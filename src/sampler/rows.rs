@@ -38,28 +38,61 @@ pub fn softmax_in_place(row: &mut [f32]) {
 }
 
 /// Dream's `top_p_logits`: keeps the most likely tokens whose cumulative probability first
-/// exceeds `top_p` (at least one), setting the others to f32::MIN. `order` is scratch space.
-pub fn top_p_filter(row: &mut [f32], top_p: f32, order: &mut Vec<u32>) {
+/// exceeds `top_p` (at least one), setting the others to f32::MIN. `order` and `values` are
+/// scratch space.
+///
+/// The definition is a stable sort of the whole row, descending (equal logits keep index order,
+/// like torch.sort), and an f32 running sum in that order. Sorting 152k logits per row was most
+/// of a Dream step's sampling, and on a language model's logits the running sum passes `top_p`
+/// within a few dozen tokens, so only the `k` largest logits (and any tied with the k-th) are
+/// sorted, k growing sixteenfold until the sum passes inside them (past an eighth of the row,
+/// the whole row). They are exactly the first entries of the full sort, so the running sum and
+/// the cut are the same numbers.
+pub fn top_p_filter(row: &mut [f32], top_p: f32, order: &mut Vec<u32>, values: &mut Vec<f32>) {
     // The probabilities are those of `softmax_in_place` (same max, same sum, same order),
     // computed where they are needed instead of into a copy of the row.
     let max = row.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v));
     let sum: f32 = row.iter().map(|&v| (v - max).exp()).sum();
-    order.clear();
-    order.extend(0..row.len() as u32);
-    // Stable sort, descending by logit: equal logits keep index order, like torch.sort.
-    order.sort_by(|&a, &b| row[b as usize].total_cmp(&row[a as usize]));
-    let mut cum = 0f32;
-    let mut remove_from = order.len();
-    for (rank, &i) in order.iter().enumerate() {
-        cum += (row[i as usize] - max).exp() / sum;
-        // Removed: tokens after the first whose cumulative probability exceeds top_p.
-        if cum > top_p {
-            remove_from = rank + 1;
-            break;
+    let mut k = 64;
+    loop {
+        order.clear();
+        if k <= row.len() / 8 {
+            // The k-th largest logit, found among the values (contiguous, no indirection).
+            values.clear();
+            values.extend_from_slice(row);
+            let kth = *values.select_nth_unstable_by(k - 1, |a, b| b.total_cmp(a)).1;
+            order.extend((0..row.len() as u32).filter(|&i| row[i as usize].total_cmp(&kth).is_ge()));
+        } else {
+            order.extend(0..row.len() as u32);
         }
-    }
-    for &i in &order[remove_from..] {
-        row[i as usize] = f32::MIN;
+        order.sort_by(|&a, &b| row[b as usize].total_cmp(&row[a as usize]));
+        let mut cum = 0f32;
+        let cut = order.iter().position(|&i| {
+            cum += (row[i as usize] - max).exp() / sum;
+            // Removed: tokens after the first whose cumulative probability exceeds top_p.
+            cum > top_p
+        });
+        match cut {
+            Some(last) => {
+                // Kept: the sort's first `last + 1` tokens, i.e. those above the last kept one
+                // and those tied with it at or before its index.
+                let (at, value) = (order[last] as usize, row[order[last] as usize]);
+                for (i, v) in row.iter_mut().enumerate() {
+                    let kept = match v.total_cmp(&value) {
+                        std::cmp::Ordering::Greater => true,
+                        std::cmp::Ordering::Equal => i <= at,
+                        std::cmp::Ordering::Less => false,
+                    };
+                    if !kept {
+                        *v = f32::MIN;
+                    }
+                }
+                return;
+            }
+            // The whole row never passes top_p: nothing is removed.
+            None if order.len() == row.len() => return,
+            None => k = k.saturating_mul(16),
+        }
     }
 }
 
@@ -95,7 +128,9 @@ pub fn margin(probs: &[f32]) -> f32 {
 
 /// Negative entropy `sum p ln(p + 1e-10)` (Dream's `entropy`: higher is more confident).
 pub fn neg_entropy(probs: &[f32]) -> f32 {
-    probs.iter().map(|&p| p * (p + 1e-10).ln()).sum()
+    // A zero probability adds -0.0, which leaves any sum as it is: skipping those (every token
+    // a filter removed) gives the same number without a logarithm each.
+    probs.iter().filter(|&&p| p != 0.0).map(|&p| p * (p + 1e-10).ln()).sum()
 }
 
 /// Draws an index with probability proportional to `weights` given `u` uniform in [0, 1).
@@ -128,11 +163,53 @@ mod tests {
     fn top_p_keeps_the_first_token_past_the_threshold() {
         // probabilities ~ [0.64, 0.24, 0.09, 0.03]
         let mut row = [3.0, 2.0, 1.0, 0.0];
-        top_p_filter(&mut row, 0.7, &mut Vec::new());
+        top_p_filter(&mut row, 0.7, &mut Vec::new(), &mut Vec::new());
         assert_eq!(row, [3.0, 2.0, f32::MIN, f32::MIN]);
         let mut row = [3.0, 2.0, 1.0, 0.0];
-        top_p_filter(&mut row, 0.5, &mut Vec::new());
+        top_p_filter(&mut row, 0.5, &mut Vec::new(), &mut Vec::new());
         assert_eq!(row, [3.0, f32::MIN, f32::MIN, f32::MIN]);
+    }
+
+    /// The definition: a stable sort of the whole row and the running sum over it.
+    fn top_p_by_full_sort(row: &mut [f32], top_p: f32) {
+        let max = row.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v));
+        let sum: f32 = row.iter().map(|&v| (v - max).exp()).sum();
+        let mut order: Vec<u32> = (0..row.len() as u32).collect();
+        order.sort_by(|&a, &b| row[b as usize].total_cmp(&row[a as usize]));
+        let mut cum = 0f32;
+        let mut remove_from = order.len();
+        for (rank, &i) in order.iter().enumerate() {
+            cum += (row[i as usize] - max).exp() / sum;
+            if cum > top_p {
+                remove_from = rank + 1;
+                break;
+            }
+        }
+        for &i in &order[remove_from..] {
+            row[i as usize] = f32::MIN;
+        }
+    }
+
+    #[test]
+    fn top_p_equals_the_full_sort() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(9);
+        // Peaked rows (cut in the first few), flat ones (cut past several growths of k, or
+        // never), and coarse ones full of ties (the cut inside a run of equal logits).
+        for (n, spread, step) in [(152_064, 80.0f32, 0.0f32), (20_000, 1.0, 0.0), (5_000, 4.0, 0.5), (300, 0.0, 0.0)] {
+            for top_p in [0.1f32, 0.5, 0.9, 0.95, 0.999_999] {
+                let mut row: Vec<f32> = (0..n)
+                    .map(|_| {
+                        let v = rng.random_range(-spread..=spread);
+                        if step > 0.0 { (v / step).round() * step } else { v }
+                    })
+                    .collect();
+                let mut want = row.clone();
+                top_p_by_full_sort(&mut want, top_p);
+                top_p_filter(&mut row, top_p, &mut Vec::new(), &mut Vec::new());
+                assert!(row == want, "n {n} spread {spread} step {step} top_p {top_p}");
+            }
+        }
     }
 
     #[test]
