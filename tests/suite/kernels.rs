@@ -240,13 +240,21 @@ fn f32_vector_kernels_match_scalar() {
     }
 }
 
+/// Whether this CPU runs the AVX-512 VNNI path; says the test is skipped when it does not.
+fn avx512_vnni_or_skip() -> bool {
+    let present = Isa::Avx512Vnni.is_available();
+    if !present {
+        eprintln!("skipped: avx512vnni (this CPU lacks it)");
+    }
+    present
+}
+
 /// The AVX-512 forms of attention's f32 kernels do the AVX2 forms' operations lane for lane, so
 /// their scores and weighted sums are bit-identical (forcing AVX2 changes no token): the tile
 /// kernels on tiles of 1 to 4 queries, widths around the vector widths, odd key counts.
 #[test]
 fn wide_attention_kernels_equal_the_avx2_ones() {
-    if !Isa::Avx512Vnni.is_available() {
-        eprintln!("skipped: avx512vnni (this CPU lacks it)");
+    if !avx512_vnni_or_skip() {
         return;
     }
     let mut rng = ChaCha8Rng::seed_from_u64(6);
@@ -369,13 +377,12 @@ fn softmax_matches_scalar() {
     }
 }
 
-/// The 512-bit Q4_K, Q5_K, Q6_K and Q8_0 kernels of the AVX-512 VNNI path (`cpu::avx512`) compute the same
-/// integers and then the same float operations as the 256-bit ones, so their results are
-/// bit-identical: the paths can be swapped without changing a generated token.
+/// The 512-bit Q4_K, Q5_K, Q6_K and Q8_0 kernels of the AVX-512 VNNI path (`cpu::avx512`)
+/// compute the same integers and then the same float operations as the 256-bit ones, so their
+/// results are bit-identical: the paths can be swapped without changing a generated token.
 #[test]
 fn wide_packed_kernels_equal_the_256_bit_ones() {
-    if !Isa::Avx512Vnni.is_available() {
-        eprintln!("skipped: avx512vnni (this CPU lacks it)");
+    if !avx512_vnni_or_skip() {
         return;
     }
     let mut rng = ChaCha8Rng::seed_from_u64(5);
