@@ -11,7 +11,7 @@ use crate::cpu::pack_cache::{CacheWrite, MatrixSpec, PackCache};
 use crate::cpu::repack::{COLS, has_layout, pack};
 use crate::gguf::GgufFile;
 use crate::ops::attention::{AttentionScratch, AttentionShape, attention};
-use crate::ops::matmul::{MatmulScratch, grow, matmul};
+use crate::ops::matmul::{MatmulScratch, grow, matmul, matmul_same_input};
 use crate::ops::norm::rms_norm;
 use crate::ops::rope::RopeTable;
 use crate::ops::swiglu;
@@ -93,7 +93,9 @@ impl CpuModel {
         &self.gguf
     }
 
-    fn linear(&mut self, input: Buf, w: MatrixRef, n_rows: usize, output: Buf) {
+    /// `output = input x w^T`. `same_input`: the previous product read the same, unchanged
+    /// input, so its quantized activations serve again.
+    fn linear(&mut self, input: Buf, w: MatrixRef, n_rows: usize, output: Buf, same_input: bool) {
         let s = &mut self.scratch;
         let m = w.view(&self.gguf);
         let (x, out) = match (input, output) {
@@ -107,7 +109,8 @@ impl CpuModel {
             _ => unreachable!("no other products occur in the block"),
         };
         grow(out, n_rows * m.n_out);
-        matmul(&x[..n_rows * m.n_in], n_rows, &m, &mut out[..n_rows * m.n_out], &mut s.matmul);
+        let product = if same_input { matmul_same_input } else { matmul };
+        product(&x[..n_rows * m.n_in], n_rows, &m, &mut out[..n_rows * m.n_out], &mut s.matmul);
     }
 }
 
@@ -245,9 +248,9 @@ impl Forward for CpuModel {
             );
             let s = &mut self.scratch;
             rms_norm(&s.x[..n * d], &layer.attn_norm, c.rms_eps, &mut s.h[..n * d]);
-            self.linear(Buf::H, wq, n, Buf::Q);
-            self.linear(Buf::H, wk, n, Buf::K);
-            self.linear(Buf::H, wv, n, Buf::V);
+            self.linear(Buf::H, wq, n, Buf::Q, false);
+            self.linear(Buf::H, wk, n, Buf::K, true);
+            self.linear(Buf::H, wv, n, Buf::V, true);
             let layer = &self.weights.layers[l];
             let s = &mut self.scratch;
             add_bias(&mut s.q[..n * d], &layer.bq);
@@ -275,16 +278,16 @@ impl Forward for CpuModel {
                 }
             };
             attention(&s.q[..n * d], keys, values, shape, &mut s.att[..n * d], &mut s.attention);
-            self.linear(Buf::Att, wo, n, Buf::H);
+            self.linear(Buf::Att, wo, n, Buf::H, false);
             let layer = &self.weights.layers[l];
             let s = &mut self.scratch;
             add_into(&mut s.x[..n * d], &s.h[..n * d]);
             rms_norm(&s.x[..n * d], &layer.ffn_norm, c.rms_eps, &mut s.h[..n * d]);
-            self.linear(Buf::H, gate, n, Buf::Gate);
-            self.linear(Buf::H, up, n, Buf::Up);
+            self.linear(Buf::H, gate, n, Buf::Gate, false);
+            self.linear(Buf::H, up, n, Buf::Up, true);
             let s = &mut self.scratch;
             swiglu(&mut s.gate[..n * c.n_ff], &s.up[..n * c.n_ff]);
-            self.linear(Buf::Gate, down, n, Buf::H);
+            self.linear(Buf::Gate, down, n, Buf::H, false);
             let s = &mut self.scratch;
             add_into(&mut s.x[..n * d], &s.h[..n * d]);
         }

@@ -55,6 +55,8 @@ pub struct MatmulScratch {
     /// Activations quantized for the integer dot products.
     q8k: Vec<BlockQ8K>,
     q8_0: Vec<BlockQ8_0>,
+    /// What the last quantization wrote: (Q8_K rather than Q8_0, rows, values per row).
+    quantized: Option<(bool, usize, usize)>,
 }
 
 /// `out[r][o] = sum_i x[r][i] * w[o][i]` for `n_rows` rows; `x` is `[n_rows, n_in]`, `out` is
@@ -63,8 +65,27 @@ pub fn matmul(x: &[f32], n_rows: usize, w: &Matrix, out: &mut [f32], scratch: &m
     matmul_on(active_isa(), x, n_rows, w, out, scratch);
 }
 
+/// `matmul` for a product whose input is the previous product's, unchanged since (a layer's
+/// q, k and v, or its gate and up): the activations that product quantized are used again when
+/// they are in this matrix's format, instead of being quantized once more.
+pub fn matmul_same_input(x: &[f32], n_rows: usize, w: &Matrix, out: &mut [f32], scratch: &mut MatmulScratch) {
+    product(active_isa(), x, n_rows, w, out, scratch, true);
+}
+
 /// `matmul` on a chosen instruction set (which must be available).
 pub fn matmul_on(isa: Isa, x: &[f32], n_rows: usize, w: &Matrix, out: &mut [f32], scratch: &mut MatmulScratch) {
+    product(isa, x, n_rows, w, out, scratch, false);
+}
+
+fn product(
+    isa: Isa,
+    x: &[f32],
+    n_rows: usize,
+    w: &Matrix,
+    out: &mut [f32],
+    scratch: &mut MatmulScratch,
+    same_input: bool,
+) {
     let (n_in, n_out) = (w.n_in, w.n_out);
     debug_assert_eq!(x.len(), n_rows * n_in);
     debug_assert_eq!(out.len(), n_rows * n_out);
@@ -75,9 +96,17 @@ pub fn matmul_on(isa: Isa, x: &[f32], n_rows: usize, w: &Matrix, out: &mut [f32]
     // `transposed_from` on feature-major into `out_t`.
     let transposed_from = match w.ty {
         GgmlType::Q4_K | GgmlType::Q5_K | GgmlType::Q6_K => {
-            integer_matmul::<BlockQ8K>(isa, x, n_rows, w, out, &mut scratch.q8k, &mut scratch.out_t)
+            let held = Some((true, n_rows, n_in));
+            let quantize = !(same_input && scratch.quantized == held);
+            scratch.quantized = held;
+            integer_matmul::<BlockQ8K>(isa, x, n_rows, w, out, (&mut scratch.q8k, quantize), &mut scratch.out_t)
         }
-        GgmlType::Q8_0 => integer_matmul::<BlockQ8_0>(isa, x, n_rows, w, out, &mut scratch.q8_0, &mut scratch.out_t),
+        GgmlType::Q8_0 => {
+            let held = Some((false, n_rows, n_in));
+            let quantize = !(same_input && scratch.quantized == held);
+            scratch.quantized = held;
+            integer_matmul::<BlockQ8_0>(isa, x, n_rows, w, out, (&mut scratch.q8_0, quantize), &mut scratch.out_t)
+        }
         _ => {
             grow(&mut scratch.out_t, n_rows * n_out);
             dequantized_products(isa, x, n_rows, w, scratch);
@@ -141,7 +170,8 @@ impl Activations for BlockQ8_0 {
     }
 }
 
-/// The integer products of a quantized matrix: the activations quantized once into `acts`,
+/// The integer products of a quantized matrix: the activations quantized once into `acts`
+/// (unless `quantize` is false: `acts` holds them already),
 /// then the packed kernels over the interleaved groups (writing `out`) and the row kernels over
 /// the remaining columns (feature-major into `out_t`). Returns the first column left in `out_t`.
 fn integer_matmul<A: Activations>(
@@ -150,7 +180,7 @@ fn integer_matmul<A: Activations>(
     n_rows: usize,
     w: &Matrix,
     out: &mut [f32],
-    acts: &mut Vec<A>,
+    (acts, quantize): (&mut Vec<A>, bool),
     out_t: &mut Vec<f32>,
 ) -> usize {
     let (n_in, n_out, ty) = (w.n_in, w.n_out, w.ty);
@@ -159,7 +189,9 @@ fn integer_matmul<A: Activations>(
         acts.resize(n_rows * nb, A::default());
     }
     let acts = &mut acts[..n_rows * nb];
-    acts.par_chunks_mut(nb).zip(x.par_chunks(n_in)).for_each(|(a, xr)| A::quantize(xr, a));
+    if quantize {
+        acts.par_chunks_mut(nb).zip(x.par_chunks(n_in)).for_each(|(a, xr)| A::quantize(xr, a));
+    }
     let acts = &*acts;
     let mut first_col = 0;
     if let Some(packed) = w.packed.filter(|_| isa.is_x86_simd()) {

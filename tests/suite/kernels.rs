@@ -8,7 +8,7 @@ use dllm::cpu::{
     dot_rows_q8_0, dot_rows_q8k, dot_rows_tile_f32, gemm_packed, gemm_packed_q8_0, max_f32, softmax_scaled,
     sum_exp_f32, weighted_rows_f32, weighted_rows_tile_f32,
 };
-use dllm::ops::matmul::{MatmulScratch, Matrix, matmul_on};
+use dllm::ops::matmul::{MatmulScratch, Matrix, matmul, matmul_on, matmul_same_input};
 use dllm::quant::blocks::{q4_k, q5_k, q6_k, q8_0};
 use dllm::quant::q8::{BlockQ8_0, BlockQ8K, quantize_q8_0, quantize_q8_k};
 use dllm::quant::{GgmlType, dequantize};
@@ -412,5 +412,39 @@ fn wide_packed_kernels_equal_the_256_bit_ones() {
                 assert_eq!(wide, narrow, "{ty} rows {rows} groups {groups:?}");
             }
         }
+    }
+}
+
+/// A product told its input is the previous product's reuses that product's quantized
+/// activations only when they are in its own format and shape, and its result is exactly a
+/// fresh product's: K-quant after K-quant (Q8_K both), Q8_0 after a K-quant (requantized),
+/// and a K-quant after one on fewer rows (requantized).
+#[test]
+fn products_on_the_same_input_equal_fresh_ones() {
+    let mut rng = ChaCha8Rng::seed_from_u64(10);
+    let (n_rows, n_in) = (37, 512);
+    let x = random_activations(&mut rng, n_rows * n_in);
+    let weights: Vec<(GgmlType, usize, Vec<u8>)> = [(GgmlType::Q4_K, 64), (GgmlType::Q6_K, 72), (GgmlType::Q8_0, 40)]
+        .into_iter()
+        .map(|(ty, n_out)| (ty, n_out, random_weights(&mut rng, ty, n_in, n_out)))
+        .collect();
+    let matrix = |i: usize| Matrix { ty: weights[i].0, n_in, n_out: weights[i].1, data: &weights[i].2, packed: None };
+    let fresh = |i: usize, rows: usize| {
+        let mut out = vec![0f32; rows * weights[i].1];
+        matmul(&x[..rows * n_in], rows, &matrix(i), &mut out, &mut MatmulScratch::default());
+        out
+    };
+    for (first, first_rows, second) in [(0, n_rows, 1), (0, n_rows, 2), (1, 20, 0)] {
+        let mut scratch = MatmulScratch::default();
+        let mut out = vec![0f32; first_rows * weights[first].1];
+        matmul(&x[..first_rows * n_in], first_rows, &matrix(first), &mut out, &mut scratch);
+        let mut got = vec![0f32; n_rows * weights[second].1];
+        matmul_same_input(&x, n_rows, &matrix(second), &mut got, &mut scratch);
+        assert!(
+            got == fresh(second, n_rows),
+            "{:?} after {:?} on {first_rows} rows",
+            weights[second].0,
+            weights[first].0
+        );
     }
 }
