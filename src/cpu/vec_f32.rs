@@ -56,10 +56,7 @@ pub fn dot_rows_f32(isa: Isa, q: &[f32], rows: Rows, out: &mut [f32]) {
     rows.check();
     assert!(q.len() == rows.width && out.len() == rows.count, "dot_rows: mismatched shapes");
     match isa {
-        // SAFETY: as for `dot_f32` (AVX-512 F checked by `runs_avx512`); the rows were checked
-        // to lie inside their matrix.
-        #[cfg(target_arch = "x86_64")]
-        _ if runs_avx512(isa) => unsafe { super::avx512_f32::dot_rows(q, rows, out) },
+        // SAFETY: as for `dot_f32`; the rows were checked to lie inside their matrix.
         #[cfg(target_arch = "x86_64")]
         _ if runs_avx2(isa) => unsafe { super::avx2_f32::dot_rows(q, rows, out) },
         _ => {
@@ -117,7 +114,8 @@ pub fn dot_rows_tile_f32(isa: Isa, queries: Rows, rows: Rows, out: &mut [f32]) {
         "dot_rows_tile: mismatched shapes"
     );
     match isa {
-        // SAFETY: as for `dot_rows_f32`; the queries were checked to lie inside their matrix too.
+        // SAFETY: as for `dot_rows_f32` (AVX-512 F checked by `runs_avx512`); the queries were
+        // checked to lie inside their matrix too.
         #[cfg(target_arch = "x86_64")]
         _ if runs_avx512(isa) => unsafe { by_tile!(super::avx512_f32::dot_rows_tile, tile, queries, rows, out) },
         // SAFETY: as for `dot_rows_f32`.

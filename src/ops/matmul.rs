@@ -59,6 +59,18 @@ pub struct MatmulScratch {
     quantized: Option<(bool, usize, usize)>,
 }
 
+impl MatmulScratch {
+    /// Whether a product must quantize its input (Q8_K, else Q8_0, of `n_rows` x `n_in`): not
+    /// when its input is the previous product's and that one left these activations. Records
+    /// that they are what the buffers hold from now on.
+    fn must_quantize(&mut self, q8k: bool, n_rows: usize, n_in: usize, same_input: bool) -> bool {
+        let held = Some((q8k, n_rows, n_in));
+        let reuse = same_input && self.quantized == held;
+        self.quantized = held;
+        !reuse
+    }
+}
+
 /// `out[r][o] = sum_i x[r][i] * w[o][i]` for `n_rows` rows; `x` is `[n_rows, n_in]`, `out` is
 /// `[n_rows, n_out]`, both row-major. Runs on the machine's best instruction set.
 pub fn matmul(x: &[f32], n_rows: usize, w: &Matrix, out: &mut [f32], scratch: &mut MatmulScratch) {
@@ -96,15 +108,11 @@ fn product(
     // `transposed_from` on feature-major into `out_t`.
     let transposed_from = match w.ty {
         GgmlType::Q4_K | GgmlType::Q5_K | GgmlType::Q6_K => {
-            let held = Some((true, n_rows, n_in));
-            let quantize = !(same_input && scratch.quantized == held);
-            scratch.quantized = held;
+            let quantize = scratch.must_quantize(true, n_rows, n_in, same_input);
             integer_matmul::<BlockQ8K>(isa, x, n_rows, w, out, (&mut scratch.q8k, quantize), &mut scratch.out_t)
         }
         GgmlType::Q8_0 => {
-            let held = Some((false, n_rows, n_in));
-            let quantize = !(same_input && scratch.quantized == held);
-            scratch.quantized = held;
+            let quantize = scratch.must_quantize(false, n_rows, n_in, same_input);
             integer_matmul::<BlockQ8_0>(isa, x, n_rows, w, out, (&mut scratch.q8_0, quantize), &mut scratch.out_t)
         }
         _ => {

@@ -10,7 +10,7 @@
 //! (or, for LLaDA without a threshold, by generate.py's per-step quota).
 
 use super::dream;
-use super::llada::{Precision, choose, greedy_rule};
+use super::llada::{Precision, choose_each, greedy_rule};
 use super::{Candidate, Denoiser, DreamAlg, KvCacheMode, SamplerError, keep_confident};
 use crate::model::{Family, Pass};
 
@@ -78,7 +78,7 @@ pub(super) fn run(d: &mut Denoiser) -> Result<(), SamplerError> {
 fn step(d: &mut Denoiser, pass: &Pass, block: std::ops::Range<usize>, rule: Rule) -> Result<bool, SamplerError> {
     d.begin_step();
     let config = d.model.config();
-    let (n_vocab, shift, family) = (config.n_vocab, config.shift_logits, config.family);
+    let (shift, family) = (config.shift_logits, config.family);
     let window = pass.window(d.canvas.len());
     let positions: Vec<usize> = match rule {
         Rule::Position(pos) => vec![pos],
@@ -95,18 +95,7 @@ fn step(d: &mut Denoiser, pass: &Pass, block: std::ops::Range<usize>, rule: Rule
         (Family::Llada, Some(greedy)) => d.choose_rows(pass, &positions, &rows, greedy)?,
         (Family::Llada, None) => {
             d.forward_pass(pass, &rows)?;
-            let mut row = std::mem::take(&mut d.row);
-            row.resize(n_vocab, 0.0);
-            let out = positions
-                .iter()
-                .enumerate()
-                .map(|(r, &pos)| {
-                    row.copy_from_slice(&d.logits[r * n_vocab..(r + 1) * n_vocab]);
-                    choose(d, &mut row, pos, Precision::F64)
-                })
-                .collect();
-            d.row = row;
-            out
+            choose_each(d, &positions, Precision::F64)
         }
     };
     let committed = match rule {

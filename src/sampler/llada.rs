@@ -47,7 +47,6 @@ fn candidates_from_logits(
     uncond: &mut (Vec<u32>, Vec<f32>),
 ) -> Result<Vec<Candidate>, SamplerError> {
     let p = d.params;
-    let n_vocab = d.n_vocab();
     d.forward(rows)?;
     if p.cfg_scale > 0.0 {
         // The unconditional canvas: the prompt masked out.
@@ -59,15 +58,22 @@ fn candidates_from_logits(
             *c = u + (p.cfg_scale + 1.0) * (*c - u);
         }
     }
+    Ok(choose_each(d, rows, Precision::F32))
+}
+
+/// `choose` for each of `positions`, whose logits are the rows of `d.logits` in order (each
+/// copied out, since `choose` writes to it and draws from `d`).
+pub(super) fn choose_each(d: &mut Denoiser, positions: &[usize], precision: Precision) -> Vec<Candidate> {
+    let n_vocab = d.n_vocab();
     let mut row = std::mem::take(&mut d.row);
     row.resize(n_vocab, 0.0);
-    let mut candidates = Vec::with_capacity(rows.len());
-    for (r, &pos) in rows.iter().enumerate() {
+    let mut candidates = Vec::with_capacity(positions.len());
+    for (r, &pos) in positions.iter().enumerate() {
         row.copy_from_slice(&d.logits[r * n_vocab..(r + 1) * n_vocab]);
-        candidates.push(choose(d, &mut row, pos, Precision::F32));
+        candidates.push(choose(d, &mut row, pos, precision));
     }
     d.row = row;
-    Ok(candidates)
+    candidates
 }
 
 /// The float type of the softmax behind a confidence: the official generate.py takes it of

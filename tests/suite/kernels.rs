@@ -240,6 +240,25 @@ fn f32_vector_kernels_match_scalar() {
     }
 }
 
+/// The attention-kernel tests' operands: `count` key rows of width `n` inside a wider matrix
+/// (stride 2n + 3, starting at column n), and up to `QUERY_TILE` query rows (stride n + 5,
+/// starting at column 2), so that no kernel can assume contiguous or aligned rows.
+fn key_matrix_len(n: usize, count: usize) -> usize {
+    (count - 1) * (2 * n + 3) + 2 * n
+}
+
+fn key_rows(data: &[f32], n: usize, count: usize) -> Rows<'_> {
+    Rows { data, stride: 2 * n + 3, offset: n, width: n, count }
+}
+
+fn query_matrix_len(n: usize) -> usize {
+    QUERY_TILE * (n + 5)
+}
+
+fn query_rows(data: &[f32], n: usize, tile: usize) -> Rows<'_> {
+    Rows { data, stride: n + 5, offset: 2, width: n, count: tile }
+}
+
 /// Whether this CPU runs the AVX-512 VNNI path; says the test is skipped when it does not.
 fn avx512_vnni_or_skip() -> bool {
     let present = Isa::Avx512Vnni.is_available();
@@ -261,12 +280,10 @@ fn wide_attention_kernels_equal_the_avx2_ones() {
     let mut random = |n: usize| -> Vec<f32> { (0..n).map(|_| rng.random_range(-2.0f32..2.0)).collect() };
     for n in (1..=33).chain([64, 100, 127, 128, 129, 4099]) {
         for count in [1, 3, 4, 7, 148] {
-            let stride = 2 * n + 3;
-            let matrix = random((count - 1) * stride + 2 * n);
-            let rows = Rows { data: &matrix, stride, offset: n, width: n, count };
-            let q_matrix = random(QUERY_TILE * (n + 5));
+            let (keys, q_matrix) = (random(key_matrix_len(n, count)), random(query_matrix_len(n)));
+            let rows = key_rows(&keys, n, count);
             for tile in 1..=QUERY_TILE {
-                let queries = Rows { data: &q_matrix, stride: n + 5, offset: 2, width: n, count: tile };
+                let queries = query_rows(&q_matrix, n, tile);
                 let (mut wide, mut narrow) = (vec![0f32; tile * count], vec![0f32; tile * count]);
                 dot_rows_tile_f32(Isa::Avx512Vnni, queries, rows, &mut wide);
                 dot_rows_tile_f32(Isa::Avx2, queries, rows, &mut narrow);
@@ -291,17 +308,15 @@ fn query_tile_kernels_equal_the_one_query_ones() {
     for isa in Isa::available() {
         for n in [1, 15, 16, 17, 64, 100, 128, 200] {
             for count in [1, 3, 4, 5, 148] {
-                let stride = 2 * n + 3;
-                let matrix = random((count - 1) * stride + 2 * n);
-                let rows = Rows { data: &matrix, stride, offset: n, width: n, count };
-                let q_matrix = random(QUERY_TILE * (n + 5));
+                let (keys, q_matrix) = (random(key_matrix_len(n, count)), random(query_matrix_len(n)));
+                let rows = key_rows(&keys, n, count);
                 for tile in 1..=QUERY_TILE {
-                    let queries = Rows { data: &q_matrix, stride: n + 5, offset: 2, width: n, count: tile };
+                    let queries = query_rows(&q_matrix, n, tile);
                     let mut got = vec![0f32; tile * count];
                     dot_rows_tile_f32(isa, queries, rows, &mut got);
                     let mut want = vec![0f32; tile * count];
                     for t in 0..tile {
-                        let q = &q_matrix[t * (n + 5) + 2..][..n];
+                        let q = &q_matrix[t * (n + 5) + 2..][..n]; // query row t (`query_rows`)
                         dot_rows_f32(isa, q, rows, &mut want[t * count..(t + 1) * count]);
                     }
                     assert_eq!(got, want, "{isa:?} dot_rows_tile n {n} count {count} tile {tile}");
