@@ -25,6 +25,7 @@ unsafe fn hsum(v: __m256) -> f32 {
 }
 
 #[target_feature(enable = "avx2,fma")]
+#[inline]
 pub(super) unsafe fn load(p: *const u8) -> __m256i {
     unsafe { _mm256_loadu_si256(p as *const __m256i) }
 }
@@ -338,33 +339,14 @@ impl K4Finish {
     unsafe fn add<O: Int8Dot>(&self, sum: __m256, acc: __m256i, y: &BlockQ8K) -> __m256 {
         // SAFETY: the caller's contract.
         unsafe {
-            let sub16 = sub_block_pair_sums(y);
             let mut mins = _mm256_setzero_si256();
-            for (m, at) in self.pair_mins.iter().zip(SUB_BLOCK_PAIR_AT) {
-                mins = O::dot_i16(mins, *m, _mm256_permutevar8x32_epi32(sub16, _mm256_set1_epi32(at)));
+            for (p, m) in self.pair_mins.iter().enumerate() {
+                mins = O::dot_i16(mins, *m, _mm256_set1_epi32(y.sub_sum_pair(p)));
             }
             let da = _mm256_set1_ps(y.d);
             let sum = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc), _mm256_mul_ps(self.d, da), sum);
             _mm256_fnmadd_ps(_mm256_cvtepi32_ps(mins), _mm256_mul_ps(self.dmin, da), sum)
         }
-    }
-}
-
-/// Where `sub_block_pair_sums` puts the sums of sub-blocks 2p and 2p+1: 32-bit element
-/// `SUB_BLOCK_PAIR_AT[p]`.
-pub(super) const SUB_BLOCK_PAIR_AT: [i32; 4] = [0, 1, 4, 5];
-
-/// The activation sum of each 32-value sub-block of `y` (its two 16-value sums; at most 32 x 128
-/// in magnitude, so i16 holds it), as i16 pairs: sub-blocks 2p and 2p+1 in 32-bit element
-/// `SUB_BLOCK_PAIR_AT[p]`, ready to meet the columns' mins pairs.
-/// Safety: the module's contract.
-#[inline(always)]
-pub(super) unsafe fn sub_block_pair_sums(y: &BlockQ8K) -> __m256i {
-    // SAFETY: `bsums` is 32 readable bytes; AVX2 by the caller's contract.
-    unsafe {
-        let bsums = _mm256_loadu_si256(y.bsums.as_ptr() as *const __m256i);
-        let sub = _mm256_madd_epi16(bsums, _mm256_set1_epi16(1));
-        _mm256_packs_epi32(sub, sub)
     }
 }
 

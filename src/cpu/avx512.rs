@@ -6,15 +6,26 @@
 //! 256-bit kernels are bound by instruction count (a byte broadcast, a `vpmaddubsw` and a
 //! `vpaddw` per 32 multiply-adds and row), not by the multiply-adds.
 //!
-//! The main form (`gemm_*_x16`) takes two adjacent groups at once, so that lane c of a zmm is
-//! column c of sixteen: 32 packed bytes of each group make one zmm of low nibbles (weights
-//! v..v+4 of each column) and one of high nibbles (v+4..v+8), and each meets one 32-bit
-//! activation broadcast that `vpdpbusd` reads from memory itself (an embedded broadcast: one
-//! instruction per 64 multiply-adds and row, no separate broadcast). What limits these kernels
-//! is the multiply unit, so the scaling of the sums takes as few multiplies as it can: a Q4_K
-//! column's low- and high-nibble sums of a sub-block each fit in i16, so they share one lane as
-//! an i16 pair and one `vpdpwssd` scales both (one per eight `vpdpbusd`). Q6_K's sums need more
-//! bits and take one `vpmulld` per four `vpdpbusd`.
+//! The sixteen-column form (`gemm_*_x16`) takes two adjacent groups at once, so that lane c of
+//! a zmm is column c of sixteen: 32 packed bytes of each group make one zmm of low nibbles
+//! (weights v..v+4 of each column) and one of high nibbles (v+4..v+8), and each meets one
+//! 32-bit activation broadcast that `vpdpbusd` reads from memory itself (an embedded
+//! broadcast: one instruction per 64 multiply-adds and row). The scaling of the sums takes as
+//! few multiplies as it can: a Q4_K column's low- and high-nibble sums of a sub-block each fit
+//! in i16, so they share one lane as an i16 pair and one `vpdpwssd` scales both (one per eight
+//! `vpdpbusd`). Q6_K's sums need more bits and take one `vpmulld` per four `vpdpbusd`.
+//!
+//! What bounds these kernels, measured on Zen 5 (`vpdpbusd` two a cycle on two of the four
+//! vector pipes, which `vpmulld`, `vpdpwssd` and float multiplies share; two vector load slots
+//! a cycle, a broadcast taking one and a 256- or 512-bit load two): a broadcast per
+//! `vpdpbusd` fills the load slots by itself, so the weights' loads are what the sixteen-column
+//! kernels wait for. Q4_K's main kernel (`gemm_q4_k_x32`) therefore takes four groups: two zmm
+//! of weights (columns 0..16 and 16..32) meet each broadcast, loaded into a register once for
+//! both, which leaves the multiply pipes as the limit. It runs `QUAD_ROWS` (6) rows: their sums
+//! before and after scaling take 24 registers, too many to keep the nibble sums apart for the
+//! i16-pair trick, so each sub-block's sums are scaled with one `vpmulld` per eight `vpdpbusd`
+//! (the same count). The same form for Q6_K measured no faster (its weight unpacking fills the
+//! other two pipes), so Q6_K keeps the sixteen-column kernel.
 //!
 //! Q5_K's kernel is Q4_K's with the fifth bits added; its sums outgrow i16, so they are scaled
 //! with one `vpmulld` per eight `vpdpbusd`. Q8_0's weights are bytes already: its kernel only
@@ -32,7 +43,7 @@
 
 use std::arch::x86_64::*;
 
-use super::avx2::{SUB_BLOCK_PAIR_AT, load, sub_block_pair_sums};
+use super::avx2::load;
 use super::repack::{
     Q4_K_GROUP_BLOCK, Q5_K_GROUP_BLOCK, Q6_K_GROUP_BLOCK, Q8_0_GROUP_BLOCK, q4k_layout, q6k_layout, q8_0_layout,
 };
@@ -107,38 +118,18 @@ fn rows_out16<const R: usize>(sum: [__m512; R]) -> [[f32; 16]; R] {
     out
 }
 
-/// The end of a packed Q4_K or Q5_K super-block `b` (its bytes at `p` in the first group and at
-/// `q` in the second) for the integer sums `acc` of R rows: `K4Finish::add`, lane-wise on
-/// sixteen columns (the same float operations).
+/// The 32 column sums of each row (two zmm of sixteen).
 #[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl,avx512vnni")]
 #[inline]
-unsafe fn k4_finish16<const R: usize>(
-    sum: &mut [__m512; R],
-    acc: [__m512i; R],
-    p: *const u8,
-    q: *const u8,
-    a: &[&[BlockQ8K]; R],
-    b: usize,
-) {
-    use q4k_layout as l;
-    // SAFETY: the module's contract: `p` and `q` start packed blocks, `b` is a block of each row.
-    unsafe {
-        let d = load_pair_ps(p.add(l::D), q.add(l::D));
-        let dmin = load_pair_ps(p.add(l::DMIN), q.add(l::DMIN));
-        let pair_mins: [__m512i; 4] =
-            std::array::from_fn(|m| pair_bytes_epi16(p.add(l::MINS + 16 * m), q.add(l::MINS + 16 * m), false));
-        for r in 0..R {
-            let y = a[r].get_unchecked(b);
-            let sub16 = sub_block_pair_sums(y);
-            let mut mins = _mm512_setzero_si512();
-            for (m, at) in pair_mins.iter().zip(SUB_BLOCK_PAIR_AT) {
-                mins = _mm512_dpwssd_epi32(mins, *m, broadcast_element(sub16, at));
-            }
-            let da = _mm512_set1_ps(y.d);
-            sum[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc[r]), _mm512_mul_ps(d, da), sum[r]);
-            sum[r] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(mins), _mm512_mul_ps(dmin, da), sum[r]);
+fn rows_out32<const R: usize>(sum: [[__m512; 2]; R]) -> [[f32; 32]; R] {
+    let mut out = [[0f32; 32]; R];
+    for r in 0..R {
+        for (c, s) in sum[r].iter().enumerate() {
+            // SAFETY: `out[r]` holds 32 floats.
+            unsafe { _mm512_storeu_ps(out[r].as_mut_ptr().add(16 * c), *s) };
         }
     }
+    out
 }
 
 /// Two adjacent interleaved Q4_K groups (`pair`: the first group's bytes, then the second's)
@@ -151,7 +142,7 @@ pub unsafe fn gemm_q4_k_x16<const R: usize>(pair: &[u8], a: &[&[BlockQ8K]; R]) -
     // group and every activation index within a row.
     unsafe {
         let m4 = _mm512_set1_epi8(0x0F);
-        let mut sum = [_mm512_setzero_ps(); R];
+        let mut sum = [[_mm512_setzero_ps(); 1]; R];
         for (b, blk) in pair[..second].chunks_exact(Q4_K_GROUP_BLOCK).enumerate() {
             let (p, q) = (blk.as_ptr(), blk.as_ptr().add(second));
             let mut acc = [_mm512_setzero_si512(); R];
@@ -179,9 +170,94 @@ pub unsafe fn gemm_q4_k_x16<const R: usize>(pair: &[u8], a: &[&[BlockQ8K]; R]) -
                     acc[r] = _mm512_dpwssd_epi32(acc[r], both, scales);
                 }
             }
-            k4_finish16(&mut sum, acc, p, q, a, b);
+            k4_finish(&mut sum, acc.map(|v| [v]), [(p, q)], a, b);
         }
-        rows_out16(sum)
+        rows_out16(sum.map(|[s]| s))
+    }
+}
+
+/// The end of a packed Q4_K or Q5_K super-block `b` for the integer sums `acc` of R rows and C
+/// zmm of columns (zmm c: the pair of groups whose block `b` starts at `groups[c]`):
+/// `avx2::K4Finish::add`, lane-wise on sixteen columns (the same float operations), each
+/// activation sum broadcast once for all C.
+#[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl,avx512vnni")]
+#[inline]
+unsafe fn k4_finish<const R: usize, const C: usize>(
+    sum: &mut [[__m512; C]; R],
+    acc: [[__m512i; C]; R],
+    groups: [(*const u8, *const u8); C],
+    a: &[&[BlockQ8K]; R],
+    b: usize,
+) {
+    use q4k_layout as l;
+    // SAFETY: the module's contract: `groups` start packed blocks, `b` is a block of each row.
+    unsafe {
+        let d = groups.map(|(p, q)| load_pair_ps(p.add(l::D), q.add(l::D)));
+        let dmin = groups.map(|(p, q)| load_pair_ps(p.add(l::DMIN), q.add(l::DMIN)));
+        let pair_mins: [[__m512i; 4]; C] = groups.map(|(p, q)| {
+            std::array::from_fn(|m| pair_bytes_epi16(p.add(l::MINS + 16 * m), q.add(l::MINS + 16 * m), false))
+        });
+        for r in 0..R {
+            let y = a[r].get_unchecked(b);
+            let mut mins = [_mm512_setzero_si512(); C];
+            for m in 0..4 {
+                let sub_sums = _mm512_set1_epi32(y.sub_sum_pair(m));
+                for (mins, pair_mins) in mins.iter_mut().zip(&pair_mins) {
+                    *mins = _mm512_dpwssd_epi32(*mins, pair_mins[m], sub_sums);
+                }
+            }
+            let da = _mm512_set1_ps(y.d);
+            for c in 0..C {
+                sum[r][c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc[r][c]), _mm512_mul_ps(d[c], da), sum[r][c]);
+                sum[r][c] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(mins[c]), _mm512_mul_ps(dmin[c], da), sum[r][c]);
+            }
+        }
+    }
+}
+
+/// Four adjacent interleaved Q4_K groups (`quad`: their bytes one after the other) against R
+/// activation rows: `out[r][c] = dot(column c of the 32, a[r])`. Two zmm of weights (columns
+/// 0..16 and 16..32) meet each activation broadcast, so one broadcast feeds two `vpdpbusd`.
+#[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl,avx512vnni")]
+pub unsafe fn gemm_q4_k_x32<const R: usize>(quad: &[u8], a: &[&[BlockQ8K]; R]) -> [[f32; 32]; R] {
+    use q4k_layout as l;
+    let stride = quad.len() / 4;
+    // SAFETY: the module's contract: every offset below lies within a packed block of each
+    // group and every activation index within a row.
+    unsafe {
+        let m4 = _mm512_set1_epi8(0x0F);
+        let mut sum = [[_mm512_setzero_ps(); 2]; R];
+        for (b, blk) in quad[..stride].chunks_exact(Q4_K_GROUP_BLOCK).enumerate() {
+            let g: [*const u8; 4] = std::array::from_fn(|i| blk.as_ptr().add(i * stride));
+            let mut acc = [[_mm512_setzero_si512(); 2]; R];
+            for j in 0..8 {
+                let mut both = [[_mm512_setzero_si512(); 2]; R];
+                for k in 0..4 {
+                    let at = l::QS + 128 * j + 32 * k;
+                    let z = [load_pair(g[0].add(at), g[1].add(at)), load_pair(g[2].add(at), g[3].add(at))];
+                    let w_low = z.map(|z| _mm512_and_si512(z, m4));
+                    let w_high = z.map(|z| _mm512_and_si512(_mm512_srli_epi16(z, 4), m4));
+                    let v = 32 * j + 8 * k;
+                    for r in 0..R {
+                        let y = a[r].get_unchecked(b).qs.as_ptr().add(v);
+                        let (y_low, y_high) = (activations4(y), activations4(y.add(4)));
+                        for c in 0..2 {
+                            both[r][c] = _mm512_dpbusd_epi32(both[r][c], w_low[c], y_low);
+                            both[r][c] = _mm512_dpbusd_epi32(both[r][c], w_high[c], y_high);
+                        }
+                    }
+                }
+                for c in 0..2 {
+                    let at = l::SCALES + 8 * j;
+                    let scales = pair_bytes_epi32(g[2 * c].add(at), g[2 * c + 1].add(at), false);
+                    for r in 0..R {
+                        acc[r][c] = _mm512_add_epi32(acc[r][c], _mm512_mullo_epi32(both[r][c], scales));
+                    }
+                }
+            }
+            k4_finish(&mut sum, acc, [(g[0], g[1]), (g[2], g[3])], a, b);
+        }
+        rows_out32(sum)
     }
 }
 
@@ -195,7 +271,7 @@ pub unsafe fn gemm_q5_k_x16<const R: usize>(pair: &[u8], a: &[&[BlockQ8K]; R]) -
     // SAFETY: as for `gemm_q4_k_x16`.
     unsafe {
         let (m4, one) = (_mm512_set1_epi8(0x0F), _mm512_set1_epi8(1));
-        let mut sum = [_mm512_setzero_ps(); R];
+        let mut sum = [[_mm512_setzero_ps(); 1]; R];
         for (b, blk) in pair[..second].chunks_exact(Q5_K_GROUP_BLOCK).enumerate() {
             let (p, q) = (blk.as_ptr(), blk.as_ptr().add(second));
             let mut acc = [_mm512_setzero_si512(); R];
@@ -223,9 +299,9 @@ pub unsafe fn gemm_q5_k_x16<const R: usize>(pair: &[u8], a: &[&[BlockQ8K]; R]) -
                     acc[r] = _mm512_add_epi32(acc[r], _mm512_mullo_epi32(both[r], scales));
                 }
             }
-            k4_finish16(&mut sum, acc, p, q, a, b);
+            k4_finish(&mut sum, acc.map(|v| [v]), [(p, q)], a, b);
         }
-        rows_out16(sum)
+        rows_out16(sum.map(|[s]| s))
     }
 }
 

@@ -38,40 +38,95 @@ macro_rules! by_rows {
     };
 }
 
-/// `by_rows!` on the 256-bit packed kernel `$f` compiled for `$isa`, `ROW_GROUP` rows a call.
-macro_rules! packed_by_rows {
-    ($isa:expr, $f:ident, $w:expr, $acts:expr, $out:expr) => {
+/// Calls the packed kernel `$m::$f::<R>` with the rows `$acts`, R = `$acts.len()` (for each R
+/// in the list), and puts row r's results at `$out[r][$col..]`.
+macro_rules! packed_rows {
+    ($m:ident::$f:ident, $w:expr, $acts:expr, $out:expr, $col:expr, [$($n:literal),*]) => {{
+        let (w, a, out, col) = ($w, $acts, &mut *$out, $col);
+        // SAFETY: the caller checked that the ISA is available and that the lengths match
+        // (see the safety contracts in cpu::avx2 and cpu::avx512).
+        unsafe {
+            match a.len() {
+                $( $n => {
+                    let results = $m::$f::<$n>(w, &std::array::from_fn(|i| a[i]));
+                    for (o, res) in out.iter_mut().zip(&results) {
+                        o[col..col + res.len()].copy_from_slice(res);
+                    }
+                } )*
+                _ => unreachable!("checked by the caller"),
+            }
+        }
+    }};
+}
+
+/// The 256-bit packed kernel `$f` compiled for `$isa` on one group, `ROW_GROUP` rows a call.
+macro_rules! packed_x8 {
+    ($isa:expr, $f:ident, $w:expr, $acts:expr, $out:expr, $col:expr) => {
         for (a, o) in $acts.chunks(ROW_GROUP).zip($out.chunks_mut(ROW_GROUP)) {
             match $isa {
-                Isa::Avx2 => by_rows!(packed_avx2::$f, $w, a, o),
-                Isa::AvxVnni => by_rows!(packed_avx_vnni::$f, $w, a, o),
-                Isa::Avx512Vnni => by_rows!(packed_avx512_vnni::$f, $w, a, o),
+                Isa::Avx2 => packed_rows!(packed_avx2::$f, $w, a, o, $col, [1, 2, 3, 4]),
+                Isa::AvxVnni => packed_rows!(packed_avx_vnni::$f, $w, a, o, $col, [1, 2, 3, 4]),
+                Isa::Avx512Vnni => packed_rows!(packed_avx512_vnni::$f, $w, a, o, $col, [1, 2, 3, 4]),
                 Isa::Scalar => unreachable!("checked by check_packed"),
             }
         }
     };
 }
 
-/// The 512-bit packed kernel `$f` (`cpu::avx512`) on all the rows at once.
-macro_rules! zmm_by_rows {
-    ($f:ident, $w:expr, $acts:expr, $out:expr) => {
-        by_rows!(avx512::$f, $w, $acts, $out, [1, 2, 3, 4, 5, 6, 7, 8])
+/// The 512-bit sixteen-column kernel `$f` (`cpu::avx512`) on two groups and all the rows at once.
+macro_rules! packed_x16 {
+    ($f:ident, $w:expr, $acts:expr, $out:expr, $col:expr) => {
+        packed_rows!(avx512::$f, $w, $acts, $out, $col, [1, 2, 3, 4, 5, 6, 7, 8])
+    };
+}
+
+/// The 512-bit 32-column kernel `$f` (`cpu::avx512`) on four groups, `QUAD_ROWS` rows a call.
+macro_rules! packed_x32 {
+    ($f:ident, $w:expr, $acts:expr, $out:expr, $col:expr) => {
+        for (a, o) in $acts.chunks(QUAD_ROWS).zip($out.chunks_mut(QUAD_ROWS)) {
+            packed_rows!(avx512::$f, $w, a, o, $col, [1, 2, 3, 4, 5, 6])
+        }
     };
 }
 
 /// Groups one packed-kernel call takes at most (`gemm_packed`).
-pub const MAX_CALL_GROUPS: usize = 2;
+pub const MAX_CALL_GROUPS: usize = 4;
 
 /// Columns of one packed-kernel call's results per row.
 pub const CALL_COLS: usize = MAX_CALL_GROUPS * COLS;
 
-/// How many adjacent groups a packed-kernel call on `isa` should take for `ty`: two where a
-/// kernel computes sixteen columns at once (the 512-bit kernels), else one.
-pub fn packed_call_groups(isa: Isa, ty: GgmlType) -> usize {
+/// Activation rows the four-group kernels take at once: their sums for six rows and two zmm
+/// of columns, before and after scaling, hold 24 of the 32 registers.
+const QUAD_ROWS: usize = 6;
+
+/// The group counts of the packed kernels for `ty` on `isa`, widest first: four and two where
+/// the 512-bit kernels compute 32 or 16 columns at once, and always one (the 256-bit kernels).
+fn kernel_groups(isa: Isa, ty: GgmlType) -> &'static [usize] {
     match (isa, ty) {
-        (Isa::Avx512Vnni, GgmlType::Q4_K | GgmlType::Q5_K | GgmlType::Q6_K | GgmlType::Q8_0) => 2,
-        _ => 1,
+        (Isa::Avx512Vnni, GgmlType::Q4_K) => &[4, 2, 1],
+        (Isa::Avx512Vnni, GgmlType::Q5_K | GgmlType::Q6_K | GgmlType::Q8_0) => &[2, 1],
+        _ => &[1],
     }
+}
+
+/// How a product should cut its packed columns and rows into kernel calls.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CallShape {
+    /// Adjacent groups per call.
+    pub groups: usize,
+    /// Activation rows per call.
+    pub rows: usize,
+}
+
+/// The call shape that feeds the widest packed kernel for `ty` on `isa` whole calls.
+pub fn packed_call_shape(isa: Isa, ty: GgmlType) -> CallShape {
+    let groups = kernel_groups(isa, ty)[0];
+    CallShape { groups, rows: if groups == 4 { QUAD_ROWS } else { PACKED_ROW_GROUP } }
+}
+
+/// How many of `left` groups the next kernel call takes: the widest kernel that fits.
+fn next_call_groups(isa: Isa, ty: GgmlType, left: usize) -> usize {
+    kernel_groups(isa, ty).iter().copied().find(|&g| g <= left).unwrap_or(1)
 }
 
 fn check<A>(isa: Isa, ty: GgmlType, w: &[u8], acts: &[&[A]], out: &[f32]) {
@@ -120,10 +175,10 @@ pub fn dot_rows_q8_0(isa: Isa, w: &[u8], acts: &[&[BlockQ8_0]], out: &mut [f32])
 }
 
 /// `out[r][c] = dot(column c of the packed groups, acts[r])` for up to `PACKED_ROW_GROUP` rows,
-/// on one or two adjacent Q4_K, Q5_K or Q6_K groups in the `cpu::repack` layout (`groups`: their
-/// bytes, one after the other; `out[r][..8 * groups]` is written). Only the x86 SIMD paths have
-/// packed kernels; the scalar reference for the same product is `dot_rows_q8k` on the unpacked
-/// rows.
+/// on one to `MAX_CALL_GROUPS` adjacent Q4_K, Q5_K or Q6_K groups in the `cpu::repack` layout
+/// (`groups`: their bytes, one after the other; `out[r][..8 * groups]` is written), each span
+/// of groups taken by the widest kernel that fits it. Only the x86 SIMD paths have packed
+/// kernels; the scalar reference for the same product is `dot_rows_q8k` on the unpacked rows.
 pub fn gemm_packed(isa: Isa, ty: GgmlType, groups: &[u8], acts: &[&[BlockQ8K]], out: &mut [[f32; CALL_COLS]]) {
     use super::repack::{Q4_K_GROUP_BLOCK, Q5_K_GROUP_BLOCK, Q6_K_GROUP_BLOCK};
     let block = match ty {
@@ -134,16 +189,16 @@ pub fn gemm_packed(isa: Isa, ty: GgmlType, groups: &[u8], acts: &[&[BlockQ8K]], 
     };
     let n_groups = check_packed(isa, block, groups, acts, out);
     #[cfg(target_arch = "x86_64")]
-    match (isa, ty, n_groups) {
-        (Isa::Avx512Vnni, GgmlType::Q4_K, 2) => zmm_by_rows!(gemm_q4_k_x16, groups, acts, out),
-        (Isa::Avx512Vnni, GgmlType::Q5_K, 2) => zmm_by_rows!(gemm_q5_k_x16, groups, acts, out),
-        (Isa::Avx512Vnni, GgmlType::Q6_K, 2) => zmm_by_rows!(gemm_q6_k_x16, groups, acts, out),
-        _ => each_group(groups, n_groups, out, |group, o| match ty {
-            GgmlType::Q4_K => packed_by_rows!(isa, gemm_q4_k_x8, group, acts, o),
-            GgmlType::Q5_K => packed_by_rows!(isa, gemm_q5_k_x8, group, acts, o),
-            _ => packed_by_rows!(isa, gemm_q6_k_x8, group, acts, o),
-        }),
-    }
+    each_call(isa, ty, groups, n_groups, |n, w, col| match (isa, ty, n) {
+        (Isa::Avx512Vnni, GgmlType::Q4_K, 4) => packed_x32!(gemm_q4_k_x32, w, acts, out, col),
+        (Isa::Avx512Vnni, GgmlType::Q4_K, 2) => packed_x16!(gemm_q4_k_x16, w, acts, out, col),
+        (Isa::Avx512Vnni, GgmlType::Q5_K, 2) => packed_x16!(gemm_q5_k_x16, w, acts, out, col),
+        (Isa::Avx512Vnni, GgmlType::Q6_K, 2) => packed_x16!(gemm_q6_k_x16, w, acts, out, col),
+        (_, GgmlType::Q4_K, 1) => packed_x8!(isa, gemm_q4_k_x8, w, acts, out, col),
+        (_, GgmlType::Q5_K, 1) => packed_x8!(isa, gemm_q5_k_x8, w, acts, out, col),
+        (_, GgmlType::Q6_K, 1) => packed_x8!(isa, gemm_q6_k_x8, w, acts, out, col),
+        _ => unreachable!("next_call_groups offers only these"),
+    });
 }
 
 /// `gemm_packed` for Q8_0 groups and Q8_0 activations; the scalar reference is `dot_rows_q8_0`
@@ -151,27 +206,22 @@ pub fn gemm_packed(isa: Isa, ty: GgmlType, groups: &[u8], acts: &[&[BlockQ8K]], 
 pub fn gemm_packed_q8_0(isa: Isa, groups: &[u8], acts: &[&[BlockQ8_0]], out: &mut [[f32; CALL_COLS]]) {
     let n_groups = check_packed(isa, super::repack::Q8_0_GROUP_BLOCK, groups, acts, out);
     #[cfg(target_arch = "x86_64")]
-    match (isa, n_groups) {
-        (Isa::Avx512Vnni, 2) => zmm_by_rows!(gemm_q8_0_x16, groups, acts, out),
-        _ => each_group(groups, n_groups, out, |group, o| packed_by_rows!(isa, gemm_q8_0_x8, group, acts, o)),
-    }
+    each_call(isa, GgmlType::Q8_0, groups, n_groups, |n, w, col| match (isa, n) {
+        (Isa::Avx512Vnni, 2) => packed_x16!(gemm_q8_0_x16, w, acts, out, col),
+        (_, 1) => packed_x8!(isa, gemm_q8_0_x8, w, acts, out, col),
+        _ => unreachable!("next_call_groups offers only these"),
+    });
 }
 
-/// Runs `kernel(group, results)` on each of the `n_groups` groups in `groups`, one at a time,
-/// and puts group g's eight columns at `out[r][8 g..8 g + 8]`.
-fn each_group(
-    groups: &[u8],
-    n_groups: usize,
-    out: &mut [[f32; CALL_COLS]],
-    kernel: impl Fn(&[u8], &mut [[f32; COLS]]),
-) {
-    let mut results = [[0f32; COLS]; PACKED_ROW_GROUP];
-    let results = &mut results[..out.len()];
-    for (g, group) in groups.chunks_exact(groups.len() / n_groups).enumerate() {
-        kernel(group, results);
-        for (o, res) in out.iter_mut().zip(results.iter()) {
-            o[g * COLS..(g + 1) * COLS].copy_from_slice(res);
-        }
+/// Cuts the `n_groups` groups in `groups` into kernel calls, widest first, and runs
+/// `call(groups in the call, their bytes, their first column)` on each.
+fn each_call(isa: Isa, ty: GgmlType, groups: &[u8], n_groups: usize, mut call: impl FnMut(usize, &[u8], usize)) {
+    let group_bytes = groups.len() / n_groups;
+    let mut first = 0;
+    while first < n_groups {
+        let n = next_call_groups(isa, ty, n_groups - first);
+        call(n, &groups[first * group_bytes..(first + n) * group_bytes], first * COLS);
+        first += n;
     }
 }
 

@@ -12,8 +12,8 @@ use rayon::prelude::*;
 use super::column_blocks::par_column_blocks;
 use crate::cpu::repack::{COLS, Packed};
 use crate::cpu::{
-    CALL_COLS, Isa, PACKED_ROW_GROUP, ROW_GROUP, active_isa, dot_f32, dot_rows_q8_0, dot_rows_q8k, gemm_packed,
-    gemm_packed_q8_0, packed_call_groups,
+    CALL_COLS, CallShape, Isa, PACKED_ROW_GROUP, ROW_GROUP, active_isa, dot_f32, dot_rows_q8_0, dot_rows_q8k,
+    gemm_packed, gemm_packed_q8_0, packed_call_shape,
 };
 use crate::quant::q8::{BlockQ8_0, BlockQ8K, quantize_q8_0, quantize_q8_k};
 use crate::quant::{DequantError, GgmlType, dequantize};
@@ -204,7 +204,7 @@ fn integer_matmul<A: Activations>(
     let mut first_col = 0;
     if let Some(packed) = w.packed.filter(|_| isa.is_x86_simd()) {
         let kernel = |g: &[u8], a: &[&[A]], o: &mut [[f32; CALL_COLS]]| A::packed(isa, packed.ty, g, a, o);
-        packed_products(packed, packed_call_groups(isa, packed.ty), n_rows, acts, nb, kernel, out, n_out);
+        packed_products(packed, packed_call_shape(isa, packed.ty), n_rows, acts, nb, kernel, out, n_out);
         first_col = packed.n_groups * COLS;
     }
     if first_col < n_out {
@@ -217,11 +217,11 @@ fn integer_matmul<A: Activations>(
 
 /// `out[r][o] = dot(w[o], acts[r])` for the columns of the interleaved groups of a packed
 /// matrix (`out` row-major, `n_out` columns), through `kernel(groups, rows, results)`
-/// (`PACKED_ROW_GROUP` activation rows at a time), `call_groups` adjacent groups per task.
+/// (`call.rows` activation rows at a time), `call.groups` adjacent groups per task.
 #[allow(clippy::too_many_arguments)]
 fn packed_products<A: Sync>(
     packed: &Packed,
-    call_groups: usize,
+    call: CallShape,
     n_rows: usize,
     acts: &[A],
     nb: usize,
@@ -229,13 +229,13 @@ fn packed_products<A: Sync>(
     out: &mut [f32],
     n_out: usize,
 ) {
-    par_column_blocks(out, n_rows, n_out, packed.n_groups * COLS, call_groups * COLS).for_each(|mut block| {
+    par_column_blocks(out, n_rows, n_out, packed.n_groups * COLS, call.groups * COLS).for_each(|mut block| {
         let first_group = block.first_col() / COLS;
         let width = block.width();
         let groups = packed.groups(first_group..first_group + width / COLS);
         let mut results = [[0f32; CALL_COLS]; PACKED_ROW_GROUP];
-        for first in (0..n_rows).step_by(PACKED_ROW_GROUP) {
-            let rows = PACKED_ROW_GROUP.min(n_rows - first);
+        for first in (0..n_rows).step_by(call.rows) {
+            let rows = call.rows.min(n_rows - first);
             let mut group: [&[A]; PACKED_ROW_GROUP] = [&[]; PACKED_ROW_GROUP];
             for (i, slot) in group.iter_mut().enumerate().take(rows) {
                 *slot = &acts[(first + i) * nb..(first + i + 1) * nb];

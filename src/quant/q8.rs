@@ -11,11 +11,24 @@ pub struct BlockQ8K {
     pub qs: [i8; QK_K],
     /// Sums of each 16 consecutive `qs`.
     pub bsums: [i16; QK_K / 16],
+    /// Sums of each 32 consecutive `qs` (a Q4_K/Q5_K sub-block; at most 32 x 127 in
+    /// magnitude), which the mins meet: kept so that a kernel broadcasts a pair of them straight
+    /// from memory instead of adding and shuffling `bsums` for every column group.
+    pub sub_sums: [i16; QK_K / 32],
+}
+
+impl BlockQ8K {
+    /// Sub-block sums 2p (low half) and 2p+1 (high half) as one 32-bit i16 pair.
+    #[inline(always)]
+    pub fn sub_sum_pair(&self, p: usize) -> i32 {
+        let (lo, hi) = (self.sub_sums[2 * p], self.sub_sums[2 * p + 1]);
+        (lo as u16 as u32 | (hi as u16 as u32) << 16) as i32
+    }
 }
 
 impl Default for BlockQ8K {
     fn default() -> Self {
-        BlockQ8K { d: 0.0, qs: [0; QK_K], bsums: [0; QK_K / 16] }
+        BlockQ8K { d: 0.0, qs: [0; QK_K], bsums: [0; QK_K / 16], sub_sums: [0; QK_K / 32] }
     }
 }
 
@@ -75,6 +88,9 @@ fn quantize_q8_k_portable(x: &[f32], out: &mut [BlockQ8K]) {
         }
         for (s, group) in y.bsums.iter_mut().zip(y.qs.chunks_exact(16)) {
             *s = group.iter().map(|&q| q as i16).sum();
+        }
+        for (s, halves) in y.sub_sums.iter_mut().zip(y.bsums.chunks_exact(2)) {
+            *s = halves[0] + halves[1];
         }
         y.d = 1.0 / iscale;
     }
@@ -170,7 +186,13 @@ mod tests {
                     quantize_q8_0_avx2(&x, &mut wide_0);
                 }
                 for (w, p) in wide.iter().zip(&portable) {
-                    assert!(w.d.to_bits() == p.d.to_bits() && w.qs == p.qs && w.bsums == p.bsums, "case {case}");
+                    assert!(
+                        w.d.to_bits() == p.d.to_bits()
+                            && w.qs == p.qs
+                            && w.bsums == p.bsums
+                            && w.sub_sums == p.sub_sums,
+                        "case {case}"
+                    );
                 }
                 for (w, p) in wide_0.iter().zip(&portable_0) {
                     assert!(w.d.to_bits() == p.d.to_bits() && w.qs == p.qs, "case {case}");
@@ -189,6 +211,9 @@ mod tests {
                 assert!((*qi as f32 * b.d - v).abs() <= b.d.abs() * 0.5 + 1e-6);
             }
             assert_eq!(b.bsums[3], b.qs[48..64].iter().map(|&v| v as i16).sum::<i16>());
+            assert_eq!(b.sub_sums[5], b.qs[160..192].iter().map(|&v| v as i16).sum::<i16>());
+            let pair = b.sub_sum_pair(2);
+            assert_eq!((pair as i16, (pair >> 16) as i16), (b.sub_sums[4], b.sub_sums[5]));
         }
     }
 }

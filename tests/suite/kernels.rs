@@ -146,7 +146,7 @@ fn packed_kernels_match_scalar() {
 fn packed_kernels_match_scalar_on(isa: Isa) {
     let mut rng = ChaCha8Rng::seed_from_u64(3);
     for ty in [GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::Q8_0] {
-        for (n_in, n_out) in [(256, 8), (3584, 16), (4096, 24)] {
+        for (n_in, n_out) in [(256, 8), (3584, 16), (4096, 40)] {
             let data = random_weights(&mut rng, ty, n_in, n_out);
             let packed = pack(ty, &data, n_in, n_out, |_| {});
             let x = random_activations(&mut rng, PACKED_ROW_GROUP * n_in);
@@ -160,8 +160,8 @@ fn packed_kernels_match_scalar_on(isa: Isa) {
             for rows in 1..=PACKED_ROW_GROUP {
                 let acts8k: Vec<&[BlockQ8K]> = a8k.chunks(n_in / 256).take(rows).collect();
                 let acts8_0: Vec<&[BlockQ8_0]> = a8_0.chunks(n_in / 32).take(rows).collect();
-                // Every group alone, and pairs of adjacent groups (a lone one at the end of an
-                // odd count), as each kernel takes them.
+                // Every group alone, and runs of two, three and four adjacent groups (shorter
+                // at the end), as the kernels take them.
                 for (first, n) in (1..=MAX_CALL_GROUPS).flat_map(|per_call| {
                     (0..n_out / 8).step_by(per_call).map(move |g| (g, per_call.min(n_out / 8 - g)))
                 }) {
@@ -402,7 +402,7 @@ fn wide_packed_kernels_equal_the_256_bit_ones() {
     }
     let mut rng = ChaCha8Rng::seed_from_u64(5);
     for ty in [GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::Q8_0] {
-        let (n_in, n_out) = (4096, 24);
+        let (n_in, n_out) = (4096, 48);
         let data = random_weights(&mut rng, ty, n_in, n_out);
         let packed = pack(ty, &data, n_in, n_out, |_| {});
         let x = random_activations(&mut rng, PACKED_ROW_GROUP * n_in);
@@ -413,8 +413,9 @@ fn wide_packed_kernels_equal_the_256_bit_ones() {
         let acts: Vec<&[BlockQ8K]> = a8k.chunks(n_in / 256).collect();
         let acts8_0: Vec<&[BlockQ8_0]> = a8_0.chunks(n_in / 32).collect();
         for rows in 1..=PACKED_ROW_GROUP {
-            // The sixteen-column kernels on pairs; a lone group (the 256-bit VNNI kernels) too.
-            for groups in [0..2, 1..3, 2..3] {
+            // The 32-column kernels on four groups, the sixteen-column ones on pairs, a lone
+            // group (the 256-bit VNNI kernels), and three groups (a pair, then a lone one).
+            for groups in [0..4, 1..5, 2..6, 0..2, 1..3, 2..3, 0..3, 3..6] {
                 let (mut wide, mut narrow) = (vec![[0f32; CALL_COLS]; rows], vec![[0f32; CALL_COLS]; rows]);
                 let g = packed.groups(groups.clone());
                 if ty == GgmlType::Q8_0 {
