@@ -15,12 +15,14 @@ mod features;
 pub(crate) mod int8_dot;
 pub mod pack_cache;
 mod peak;
+mod prefetch;
 mod qgemm;
 pub mod repack;
 mod vec_f32;
 
 pub use features::{Isa, active_isa, cpu_flags};
 pub use peak::int8_peak;
+pub use prefetch::prefetch_l2;
 pub use qgemm::{
     CALL_COLS, CallShape, MAX_CALL_GROUPS, PACKED_ROW_GROUP, ROW_GROUP, dot_rows_q8_0, dot_rows_q8k, gemm_packed,
     gemm_packed_q8_0, packed_call_shape,

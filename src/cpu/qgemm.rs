@@ -28,7 +28,7 @@ macro_rules! by_rows {
         // (see the safety contracts in cpu::avx2 and cpu::avx512).
         unsafe {
             match a.len() {
-                $( $n => out.copy_from_slice(&$m::$f::<$n>(w, &std::array::from_fn(|i| a[i]))), )*
+                $( $n => out.copy_from_slice(&$m::$f::<$n>(w, a.try_into().expect("matched on the length"))), )*
                 _ => unreachable!("checked by the caller"),
             }
         }
@@ -48,7 +48,7 @@ macro_rules! packed_rows {
         unsafe {
             match a.len() {
                 $( $n => {
-                    let results = $m::$f::<$n>(w, &std::array::from_fn(|i| a[i]));
+                    let results = $m::$f::<$n>(w, a.try_into().expect("matched on the length"));
                     for (o, res) in out.iter_mut().zip(&results) {
                         o[col..col + res.len()].copy_from_slice(res);
                     }

@@ -13,7 +13,7 @@ use super::column_blocks::par_column_blocks;
 use crate::cpu::repack::{COLS, Packed};
 use crate::cpu::{
     CALL_COLS, CallShape, Isa, PACKED_ROW_GROUP, ROW_GROUP, active_isa, dot_f32, dot_rows_q8_0, dot_rows_q8k,
-    gemm_packed, gemm_packed_q8_0, packed_call_shape,
+    gemm_packed, gemm_packed_q8_0, packed_call_shape, prefetch_l2,
 };
 use crate::quant::q8::{BlockQ8_0, BlockQ8K, quantize_q8_0, quantize_q8_k};
 use crate::quant::{DequantError, GgmlType, dequantize};
@@ -233,9 +233,15 @@ fn packed_products<A: Sync>(
         let first_group = block.first_col() / COLS;
         let width = block.width();
         let groups = packed.groups(first_group..first_group + width / COLS);
+        // The next block's weights (most often this thread's next task: rayon hands a thread
+        // adjacent blocks), a slice per row tile.
+        let next_start = (first_group + width / COLS).min(packed.n_groups);
+        let next = packed.groups(next_start..(next_start + call.groups).min(packed.n_groups));
+        let ahead = next.len().div_ceil(n_rows.div_ceil(call.rows));
         let mut results = [[0f32; CALL_COLS]; PACKED_ROW_GROUP];
-        for first in (0..n_rows).step_by(call.rows) {
+        for (t, first) in (0..n_rows).step_by(call.rows).enumerate() {
             let rows = call.rows.min(n_rows - first);
+            prefetch_l2(&next[(t * ahead).min(next.len())..((t + 1) * ahead).min(next.len())]);
             let mut group: [&[A]; PACKED_ROW_GROUP] = [&[]; PACKED_ROW_GROUP];
             for (i, slot) in group.iter_mut().enumerate().take(rows) {
                 *slot = &acts[(first + i) * nb..(first + i + 1) * nb];
