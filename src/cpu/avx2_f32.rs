@@ -116,13 +116,14 @@ pub unsafe fn weighted_rows(weights: &[f32], rows: Rows, out: &mut [f32]) {
     }
 }
 
-/// `e^x` for 8 lanes with x <= 0 (softmax's shifted scores), Cephes' single-precision method:
-/// x = n ln2 + r with |r| <= ln2 / 2, e^r by a degree-7 polynomial, times 2^n. Relative error
-/// within 2e-7 (about 2 ulp) of the correctly rounded value; inputs below -87.3 (where e^x is
-/// under f32's normal range and contributes nothing next to the maximum's 1) give e^-87.3.
+/// `e^x` for 8 lanes, Cephes' single-precision method: x = n ln2 + r with |r| <= ln2 / 2, e^r
+/// by a degree-7 polynomial, times 2^n. Relative error within 2e-7 (about 2 ulp) of the
+/// correctly rounded value over [-87.3, 88.3]; inputs outside it are clamped to it (below,
+/// e^x is under f32's normal range and contributes nothing next to a softmax maximum's 1;
+/// above, SiLU's `x / (1 + e^-x)` of x < -88.3 is 0 to within 1e-36 either way).
 #[target_feature(enable = "avx2,fma")]
-fn exp_nonpositive(x: __m256) -> __m256 {
-    let x = _mm256_max_ps(x, _mm256_set1_ps(-87.336_55));
+fn exp8(x: __m256) -> __m256 {
+    let x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.336_55)), _mm256_set1_ps(88.3));
     let n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(std::f32::consts::LOG2_E)), _MM_FROUND_TO_NEAREST_INT);
     // r = x - n ln2, with ln2 split in two so that n * ln2_hi is exact.
     let r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693_359_4), x);
@@ -133,7 +134,7 @@ fn exp_nonpositive(x: __m256) -> __m256 {
         p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(c));
     }
     let e_r = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0)));
-    // 2^n from the exponent bits (n >= -126 here, so the result is a normal number).
+    // 2^n from the exponent bits (-126 <= n <= 127 here, so the result is a normal number).
     let two_n =
         _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23));
     _mm256_mul_ps(e_r, two_n)
@@ -155,7 +156,7 @@ pub unsafe fn max(x: &[f32]) -> f32 {
     }
 }
 
-/// `cpu::sum_exp_f32`: `exp_nonpositive` on 8 lanes with eight running sums, then the scalar
+/// `cpu::sum_exp_f32`: `exp8` on 8 lanes with eight running sums, then the scalar
 /// tail with libm's expf.
 #[target_feature(enable = "avx2,fma")]
 pub unsafe fn sum_exp(x: &[f32], max: f32) -> f32 {
@@ -165,7 +166,7 @@ pub unsafe fn sum_exp(x: &[f32], max: f32) -> f32 {
         let m = _mm256_set1_ps(max);
         let mut sum8 = _mm256_setzero_ps();
         for i in (0..whole).step_by(8) {
-            sum8 = _mm256_add_ps(sum8, exp_nonpositive(_mm256_sub_ps(_mm256_loadu_ps(x.as_ptr().add(i)), m)));
+            sum8 = _mm256_add_ps(sum8, exp8(_mm256_sub_ps(_mm256_loadu_ps(x.as_ptr().add(i)), m)));
         }
         x[whole..].iter().fold(hsum(sum8), |s, &v| s + (v - max).exp())
     }
@@ -197,7 +198,7 @@ pub unsafe fn softmax_scaled(scores: &mut [f32], scale: f32) {
         let m = _mm256_set1_ps(max);
         let mut sum8 = _mm256_setzero_ps();
         for i in (0..whole).step_by(8) {
-            let e = exp_nonpositive(_mm256_sub_ps(_mm256_loadu_ps(p.add(i)), m));
+            let e = exp8(_mm256_sub_ps(_mm256_loadu_ps(p.add(i)), m));
             _mm256_storeu_ps(p.add(i), e);
             sum8 = _mm256_add_ps(sum8, e);
         }
@@ -291,4 +292,23 @@ pub unsafe fn weighted_rows_tile<const T: usize>(weights: &[f32], rows: Rows, ou
             }
         }
     }
+}
+
+/// `cpu::swiglu_f32`: `gate * up / (1 + e^-gate)` with `exp8`, 8 lanes at a time.
+#[target_feature(enable = "avx2,fma")]
+pub unsafe fn swiglu(gate: &mut [f32], up: &[f32]) {
+    let whole = gate.len() / 8 * 8;
+    let (g, u) = (gate.as_mut_ptr(), up.as_ptr());
+    // SAFETY: every load and store covers 8 floats below `whole` <= len (the caller checked
+    // that `up` is as long as `gate`).
+    unsafe {
+        let one = _mm256_set1_ps(1.0);
+        for i in (0..whole).step_by(8) {
+            let x = _mm256_loadu_ps(g.add(i));
+            let e = exp8(_mm256_sub_ps(_mm256_setzero_ps(), x));
+            let silu = _mm256_div_ps(x, _mm256_add_ps(one, e));
+            _mm256_storeu_ps(g.add(i), _mm256_mul_ps(silu, _mm256_loadu_ps(u.add(i))));
+        }
+    }
+    super::vec_f32::swiglu_scalar(&mut gate[whole..], &up[whole..]);
 }

@@ -28,6 +28,6 @@ pub use qgemm::{
     gemm_packed_q8_0, packed_call_shape,
 };
 pub use vec_f32::{
-    QUERY_TILE, Rows, dot_f32, dot_rows_f32, dot_rows_tile_f32, max_f32, softmax_scaled, sum_exp_f32,
+    QUERY_TILE, Rows, dot_f32, dot_rows_f32, dot_rows_tile_f32, max_f32, softmax_scaled, sum_exp_f32, swiglu_f32,
     weighted_rows_f32, weighted_rows_tile_f32,
 };

@@ -1,5 +1,5 @@
-//! f32 vector kernels of attention and of the f32/f16 weight products: a dot product,
-//! `y += alpha * x` and a softmax, on the chosen instruction set. The scalar forms here are the reference the
+//! f32 vector kernels of attention, of the f32/f16 weight products and of the feed-forward
+//! block: a dot product, `y += alpha * x`, a softmax and SwiGLU, on the chosen instruction set. The scalar forms here are the reference the
 //! SIMD ones are tested against.
 
 use super::Isa;
@@ -208,5 +208,24 @@ pub fn softmax_scaled(isa: Isa, scores: &mut [f32], scale: f32) {
                 *sc /= sum;
             }
         }
+    }
+}
+
+/// `gate = silu(gate) * up = gate / (1 + e^-gate) * up`, elementwise (SwiGLU's product). The
+/// SIMD form uses a vector exp within about 2 ulp.
+pub fn swiglu_f32(isa: Isa, gate: &mut [f32], up: &[f32]) {
+    assert_eq!(gate.len(), up.len(), "swiglu operands of different lengths");
+    match isa {
+        // SAFETY: as for `dot_f32`; the lengths are checked above.
+        #[cfg(target_arch = "x86_64")]
+        _ if runs_avx2(isa) => unsafe { super::avx2_f32::swiglu(gate, up) },
+        _ => swiglu_scalar(gate, up),
+    }
+}
+
+/// `swiglu_f32`'s reference (libm's expf).
+pub(super) fn swiglu_scalar(gate: &mut [f32], up: &[f32]) {
+    for (g, u) in gate.iter_mut().zip(up) {
+        *g = *g / (1.0 + (-*g).exp()) * u;
     }
 }

@@ -6,7 +6,7 @@ use dllm::cpu::repack::{has_layout, pack};
 use dllm::cpu::{
     CALL_COLS, Isa, MAX_CALL_GROUPS, PACKED_ROW_GROUP, QUERY_TILE, ROW_GROUP, Rows, dot_f32, dot_rows_f32,
     dot_rows_q8_0, dot_rows_q8k, dot_rows_tile_f32, gemm_packed, gemm_packed_q8_0, max_f32, softmax_scaled,
-    sum_exp_f32, weighted_rows_f32, weighted_rows_tile_f32,
+    sum_exp_f32, swiglu_f32, weighted_rows_f32, weighted_rows_tile_f32,
 };
 use dllm::ops::matmul::{MatmulScratch, Matrix, matmul, matmul_on, matmul_same_input};
 use dllm::quant::blocks::{q4_k, q5_k, q6_k, q8_0};
@@ -235,6 +235,35 @@ fn f32_vector_kernels_match_scalar() {
                 let scale: f32 =
                     b[c].abs() + (0..count).map(|j| (weights[j] * matrix[j * stride + n + c]).abs()).sum::<f32>();
                 assert_close(got[c], want[c], scale, &format!("{isa:?} weighted_rows n {n} column {c}"));
+            }
+        }
+    }
+}
+
+/// SwiGLU's vector form against libm's expf on every path: within 5e-7 relative (the vector
+/// exp's 2e-7 through `x / (1 + e)`, the division's and the product's roundings, and libm's own
+/// half ulp), plus 1e-30 absolute where the exp is clamped (silu(x) for x < -88.3 is 0 to
+/// within 1e-36 either way). Ragged lengths take the scalar tail.
+#[test]
+fn swiglu_matches_scalar() {
+    let mut rng = ChaCha8Rng::seed_from_u64(6);
+    for isa in Isa::available() {
+        for n in (1..=17).chain([1000, 16 * 1024 + 3]) {
+            let mut gate: Vec<f32> = (0..n).map(|_| rng.random_range(-20.0f32..20.0)).collect();
+            for (g, extreme) in gate.iter_mut().zip([-100.0, -88.5, 88.5, 100.0, 0.0, -0.0, -87.0, 87.0]) {
+                *g = extreme;
+            }
+            let up: Vec<f32> = (0..n).map(|_| rng.random_range(-3.0f32..3.0)).collect();
+            let (mut want, mut got) = (gate.clone(), gate.clone());
+            swiglu_f32(Isa::Scalar, &mut want, &up);
+            swiglu_f32(isa, &mut got, &up);
+            for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+                assert!(
+                    (g - w).abs() <= 5e-7 * w.abs() + 1e-30,
+                    "{isa:?} n {n} #{i} (gate {}, up {}): {g} vs {w}",
+                    gate[i],
+                    up[i]
+                );
             }
         }
     }
