@@ -3,6 +3,8 @@
 use std::path::Path;
 use std::sync::Arc;
 
+use rayon::prelude::*;
+
 use super::kv_cache::KvCache;
 use super::weights::{MatrixRef, Weights};
 use super::{Forward, ModelConfig, ModelError, Pass, Preparation};
@@ -189,9 +191,11 @@ fn add_bias(x: &mut [f32], bias: &Option<Vec<f32>>) {
 }
 
 fn add_into(x: &mut [f32], y: &[f32]) {
-    for (a, b) in x.iter_mut().zip(y) {
-        *a += b;
-    }
+    x.par_chunks_mut(16 * 1024).zip(y.par_chunks(16 * 1024)).for_each(|(x, y)| {
+        for (a, b) in x.iter_mut().zip(y) {
+            *a += b;
+        }
+    });
 }
 
 impl Forward for CpuModel {

@@ -1,5 +1,7 @@
 //! Rotary position embeddings in both pairings the models use.
 
+use rayon::prelude::*;
+
 use crate::model::RopeStyle;
 
 /// cos/sin of every (position, frequency) pair, computed the way PyTorch's rotary modules do
@@ -41,7 +43,7 @@ impl RopeTable {
     pub fn apply(&self, x: &mut [f32], positions: &[usize], head_dim: usize, style: RopeStyle) {
         let half = self.dims / 2;
         let row_len = x.len() / positions.len();
-        for (row, &p) in x.chunks_exact_mut(row_len).zip(positions) {
+        x.par_chunks_exact_mut(row_len).zip(positions).for_each(|(row, &p)| {
             let (cos, sin) = (&self.cos[p * half..(p + 1) * half], &self.sin[p * half..(p + 1) * half]);
             for head in row.chunks_exact_mut(head_dim) {
                 for i in 0..half {
@@ -54,6 +56,6 @@ impl RopeTable {
                     head[b] = x0 * sin[i] + x1 * cos[i];
                 }
             }
-        }
+        });
     }
 }
