@@ -14,10 +14,10 @@ use crate::quant::{GgmlType, vec_dot};
 /// once for them).
 pub const ROW_GROUP: usize = 4;
 
-/// Activation rows handled together by one packed-kernel call: the 512-bit kernels take all of
-/// them at once (they have 32 registers, and the more rows an unpacked weight vector meets, the
-/// fewer instructions per multiply-add); the 256-bit kernels take them `ROW_GROUP` at a time.
-pub const PACKED_ROW_GROUP: usize = 8;
+/// The most activation rows one `gemm_packed` call takes. Each kernel takes as many as its
+/// registers allow (`kernels`): the more rows an unpacked weight vector meets, the fewer
+/// instructions per multiply-add; the 256-bit kernels take them `ROW_GROUP` at a time.
+pub const PACKED_ROW_GROUP: usize = 10;
 
 /// Calls the SIMD kernel `$m::$f::<R>` with the first R rows of `$acts`, R = `$acts.len()`,
 /// for each R in the list.
@@ -73,18 +73,11 @@ macro_rules! packed_x8 {
     };
 }
 
-/// The 512-bit sixteen-column kernel `$f` (`cpu::avx512`) on two groups and all the rows at once.
-macro_rules! packed_x16 {
-    ($f:ident, $w:expr, $acts:expr, $out:expr, $col:expr) => {
-        packed_rows!(avx512::$f, $w, $acts, $out, $col, [1, 2, 3, 4, 5, 6, 7, 8])
-    };
-}
-
-/// The 512-bit 32-column kernel `$f` (`cpu::avx512`) on four groups, `QUAD_ROWS` rows a call.
-macro_rules! packed_x32 {
-    ($f:ident, $w:expr, $acts:expr, $out:expr, $col:expr) => {
-        for (a, o) in $acts.chunks(QUAD_ROWS).zip($out.chunks_mut(QUAD_ROWS)) {
-            packed_rows!(avx512::$f, $w, a, o, $col, [1, 2, 3, 4, 5, 6])
+/// The 512-bit kernel `$f` (`cpu::avx512`), `$rows` rows a call (R from the list).
+macro_rules! packed_zmm {
+    ($f:ident, $rows:expr, [$($n:literal),*], $w:expr, $acts:expr, $out:expr, $col:expr) => {
+        for (a, o) in $acts.chunks($rows).zip($out.chunks_mut($rows)) {
+            packed_rows!(avx512::$f, $w, a, o, $col, [$($n),*])
         }
     };
 }
@@ -99,13 +92,25 @@ pub const CALL_COLS: usize = MAX_CALL_GROUPS * COLS;
 /// of columns, before and after scaling, hold 24 of the 32 registers.
 const QUAD_ROWS: usize = 6;
 
-/// The group counts of the packed kernels for `ty` on `isa`, widest first: four and two where
-/// the 512-bit kernels compute 32 or 16 columns at once, and always one (the 256-bit kernels).
-fn kernel_groups(isa: Isa, ty: GgmlType) -> &'static [usize] {
+/// Activation rows the sixteen-column kernels take at once: Q4_K's keeps three sums a row
+/// (low and high nibbles, scaled), Q5_K's and Q8_0's share its shape.
+const PAIR_ROWS: usize = 8;
+
+/// Activation rows the sixteen-column Q6_K kernel takes at once: two sums a row (before and
+/// after scaling) leave room for ten, and each extra row shares the weights' loads and
+/// unpacking (5-7% faster than eight, measured).
+const Q6_K_PAIR_ROWS: usize = 10;
+
+/// The packed kernels for `ty` on `isa` as (groups, rows) per call, widest first: four or two
+/// groups where the 512-bit kernels compute 32 or 16 columns at once, and always one (the
+/// 256-bit kernels, which take `PACKED_ROW_GROUP` rows `ROW_GROUP` at a time).
+fn kernels(isa: Isa, ty: GgmlType) -> &'static [(usize, usize)] {
+    const LONE: (usize, usize) = (1, PACKED_ROW_GROUP);
     match (isa, ty) {
-        (Isa::Avx512Vnni, GgmlType::Q4_K) => &[4, 2, 1],
-        (Isa::Avx512Vnni, GgmlType::Q5_K | GgmlType::Q6_K | GgmlType::Q8_0) => &[2, 1],
-        _ => &[1],
+        (Isa::Avx512Vnni, GgmlType::Q4_K) => &[(4, QUAD_ROWS), (2, PAIR_ROWS), LONE],
+        (Isa::Avx512Vnni, GgmlType::Q6_K) => &[(2, Q6_K_PAIR_ROWS), LONE],
+        (Isa::Avx512Vnni, GgmlType::Q5_K | GgmlType::Q8_0) => &[(2, PAIR_ROWS), LONE],
+        _ => &[LONE],
     }
 }
 
@@ -120,13 +125,13 @@ pub struct CallShape {
 
 /// The call shape that feeds the widest packed kernel for `ty` on `isa` whole calls.
 pub fn packed_call_shape(isa: Isa, ty: GgmlType) -> CallShape {
-    let groups = kernel_groups(isa, ty)[0];
-    CallShape { groups, rows: if groups == 4 { QUAD_ROWS } else { PACKED_ROW_GROUP } }
+    let (groups, rows) = kernels(isa, ty)[0];
+    CallShape { groups, rows }
 }
 
 /// How many of `left` groups the next kernel call takes: the widest kernel that fits.
 fn next_call_groups(isa: Isa, ty: GgmlType, left: usize) -> usize {
-    kernel_groups(isa, ty).iter().copied().find(|&g| g <= left).unwrap_or(1)
+    kernels(isa, ty).iter().map(|&(groups, _)| groups).find(|&g| g <= left).unwrap_or(1)
 }
 
 fn check<A>(isa: Isa, ty: GgmlType, w: &[u8], acts: &[&[A]], out: &[f32]) {
@@ -190,10 +195,18 @@ pub fn gemm_packed(isa: Isa, ty: GgmlType, groups: &[u8], acts: &[&[BlockQ8K]], 
     let n_groups = check_packed(isa, block, groups, acts, out);
     #[cfg(target_arch = "x86_64")]
     each_call(isa, ty, groups, n_groups, |n, w, col| match (isa, ty, n) {
-        (Isa::Avx512Vnni, GgmlType::Q4_K, 4) => packed_x32!(gemm_q4_k_x32, w, acts, out, col),
-        (Isa::Avx512Vnni, GgmlType::Q4_K, 2) => packed_x16!(gemm_q4_k_x16, w, acts, out, col),
-        (Isa::Avx512Vnni, GgmlType::Q5_K, 2) => packed_x16!(gemm_q5_k_x16, w, acts, out, col),
-        (Isa::Avx512Vnni, GgmlType::Q6_K, 2) => packed_x16!(gemm_q6_k_x16, w, acts, out, col),
+        (Isa::Avx512Vnni, GgmlType::Q4_K, 4) => {
+            packed_zmm!(gemm_q4_k_x32, QUAD_ROWS, [1, 2, 3, 4, 5, 6], w, acts, out, col)
+        }
+        (Isa::Avx512Vnni, GgmlType::Q4_K, 2) => {
+            packed_zmm!(gemm_q4_k_x16, PAIR_ROWS, [1, 2, 3, 4, 5, 6, 7, 8], w, acts, out, col)
+        }
+        (Isa::Avx512Vnni, GgmlType::Q5_K, 2) => {
+            packed_zmm!(gemm_q5_k_x16, PAIR_ROWS, [1, 2, 3, 4, 5, 6, 7, 8], w, acts, out, col)
+        }
+        (Isa::Avx512Vnni, GgmlType::Q6_K, 2) => {
+            packed_zmm!(gemm_q6_k_x16, Q6_K_PAIR_ROWS, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10], w, acts, out, col)
+        }
         (_, GgmlType::Q4_K, 1) => packed_x8!(isa, gemm_q4_k_x8, w, acts, out, col),
         (_, GgmlType::Q5_K, 1) => packed_x8!(isa, gemm_q5_k_x8, w, acts, out, col),
         (_, GgmlType::Q6_K, 1) => packed_x8!(isa, gemm_q6_k_x8, w, acts, out, col),
@@ -207,7 +220,7 @@ pub fn gemm_packed_q8_0(isa: Isa, groups: &[u8], acts: &[&[BlockQ8_0]], out: &mu
     let n_groups = check_packed(isa, super::repack::Q8_0_GROUP_BLOCK, groups, acts, out);
     #[cfg(target_arch = "x86_64")]
     each_call(isa, GgmlType::Q8_0, groups, n_groups, |n, w, col| match (isa, n) {
-        (Isa::Avx512Vnni, 2) => packed_x16!(gemm_q8_0_x16, w, acts, out, col),
+        (Isa::Avx512Vnni, 2) => packed_zmm!(gemm_q8_0_x16, PAIR_ROWS, [1, 2, 3, 4, 5, 6, 7, 8], w, acts, out, col),
         (_, 1) => packed_x8!(isa, gemm_q8_0_x8, w, acts, out, col),
         _ => unreachable!("next_call_groups offers only these"),
     });
