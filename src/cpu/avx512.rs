@@ -192,11 +192,17 @@ unsafe fn k4_finish<const R: usize, const C: usize>(
     use q4k_layout as l;
     // SAFETY: the module's contract: `groups` start packed blocks, `b` is a block of each row.
     unsafe {
-        let d = groups.map(|(p, q)| load_pair_ps(p.add(l::D), q.add(l::D)));
-        let dmin = groups.map(|(p, q)| load_pair_ps(p.add(l::DMIN), q.add(l::DMIN)));
-        let pair_mins: [[__m512i; 4]; C] = groups.map(|(p, q)| {
-            std::array::from_fn(|m| pair_bytes_epi16(p.add(l::MINS + 16 * m), q.add(l::MINS + 16 * m), false))
-        });
+        // Loops rather than `map` closures, which do not take this function's target
+        // features and so were calls per block.
+        let (mut d, mut dmin) = ([_mm512_setzero_ps(); C], [_mm512_setzero_ps(); C]);
+        let mut pair_mins = [[_mm512_setzero_si512(); 4]; C];
+        for (c, &(p, q)) in groups.iter().enumerate() {
+            d[c] = load_pair_ps(p.add(l::D), q.add(l::D));
+            dmin[c] = load_pair_ps(p.add(l::DMIN), q.add(l::DMIN));
+            for (m, pair) in pair_mins[c].iter_mut().enumerate() {
+                *pair = pair_bytes_epi16(p.add(l::MINS + 16 * m), q.add(l::MINS + 16 * m), false);
+            }
+        }
         for r in 0..R {
             let y = a[r].get_unchecked(b);
             let mut mins = [_mm512_setzero_si512(); C];
