@@ -11,6 +11,7 @@
 //! `Isa::Avx2.is_available()` before dispatch), `w` holds whole blocks of the weight type,
 //! and every activation row holds one block per weight block.
 
+use super::prefetch::SpreadPrefetch;
 use std::arch::x86_64::*;
 
 use super::int8_dot::{Avx2Dot, Avx512VnniDot, AvxVnniDot, Int8Dot};
@@ -223,12 +224,12 @@ pub unsafe fn dot_q8_0<const R: usize>(w: &[u8], a: &[&[BlockQ8_0]; R]) -> [f32;
 /// summed in i16 (at most 8 x 2 x 15 x 127 = 30480, no overflow) before one `O::dot_i16` applies
 /// the eight columns' scales.
 #[inline(always)]
-unsafe fn gemm_q4_k_x8<O: Int8Dot, const R: usize>(group: &[u8], a: &[&[BlockQ8K]; R]) -> [[f32; 8]; R] {
+unsafe fn gemm_q4_k_x8<O: Int8Dot, const R: usize>(group: &[u8], a: &[&[BlockQ8K]; R], ahead: &[u8]) -> [[f32; 8]; R] {
     use super::repack::{Q4_K_GROUP_BLOCK, q4k_layout as l};
     // SAFETY: as for this function (see the module's contract).
     unsafe {
         let m4 = _mm256_set1_epi8(0x0F);
-        gemm_k4_like_x8::<O, R>(group, a, Q4_K_GROUP_BLOCK, 4, |p, j, k| {
+        gemm_k4_like_x8::<O, R>(group, a, ahead, Q4_K_GROUP_BLOCK, 4, |p, j, k| {
             let q = load(p.add(l::QS + 128 * j + 32 * k));
             (_mm256_and_si256(q, m4), _mm256_and_si256(_mm256_srli_epi16(q, 4), m4))
         })
@@ -239,12 +240,12 @@ unsafe fn gemm_q4_k_x8<O: Int8Dot, const R: usize>(group: &[u8], a: &[&[BlockQ8K
 /// added to each nibble. Values reach 31, so the i16 sums take two chunks (2 x 2 x 2 x 31 x
 /// 127 = 31496) rather than four.
 #[inline(always)]
-unsafe fn gemm_q5_k_x8<O: Int8Dot, const R: usize>(group: &[u8], a: &[&[BlockQ8K]; R]) -> [[f32; 8]; R] {
+unsafe fn gemm_q5_k_x8<O: Int8Dot, const R: usize>(group: &[u8], a: &[&[BlockQ8K]; R], ahead: &[u8]) -> [[f32; 8]; R] {
     use super::repack::{Q5_K_GROUP_BLOCK, q4k_layout as l};
     // SAFETY: as for this function (see the module's contract).
     unsafe {
         let (m4, one) = (_mm256_set1_epi8(0x0F), _mm256_set1_epi8(1));
-        gemm_k4_like_x8::<O, R>(group, a, Q5_K_GROUP_BLOCK, 2, |p, j, k| {
+        gemm_k4_like_x8::<O, R>(group, a, ahead, Q5_K_GROUP_BLOCK, 2, |p, j, k| {
             let q = load(p.add(l::QS + 128 * j + 32 * k));
             let h = load(p.add(l::QH + 32 * j));
             let fifth = |bit: usize| {
@@ -265,6 +266,7 @@ unsafe fn gemm_q5_k_x8<O: Int8Dot, const R: usize>(group: &[u8], a: &[&[BlockQ8K
 unsafe fn gemm_k4_like_x8<O: Int8Dot, const R: usize>(
     group: &[u8],
     a: &[&[BlockQ8K]; R],
+    ahead: &[u8],
     block_bytes: usize,
     chunks_per_i16: usize,
     unpack: impl Fn(*const u8, usize, usize) -> (__m256i, __m256i),
@@ -272,10 +274,12 @@ unsafe fn gemm_k4_like_x8<O: Int8Dot, const R: usize>(
     use super::repack::q4k_layout as l;
     unsafe {
         let mut sum = [_mm256_setzero_ps(); R];
+        let ahead = SpreadPrefetch::new(ahead, group.len() / block_bytes * 8);
         for (b, blk) in group.chunks_exact(block_bytes).enumerate() {
             let p = blk.as_ptr();
             let mut acc = [_mm256_setzero_si256(); R];
             for j in 0..8 {
+                ahead.at(8 * b + j);
                 let s8 = _mm_loadl_epi64(p.add(l::SCALES + 8 * j) as *const __m128i);
                 let scales = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(s8, s8));
                 let mut acc16 = [_mm256_setzero_si256(); R];
@@ -366,16 +370,18 @@ fn rows_out<const R: usize>(sum: [__m256; R]) -> [[f32; 8]; R] {
 /// Each chunk's two byte products (at most 2 x 2 x 63 x 127 = 32004) are summed in i16, then
 /// scaled; the +32 storage offset is removed once per block with the activation sums.
 #[inline(always)]
-unsafe fn gemm_q6_k_x8<O: Int8Dot, const R: usize>(group: &[u8], a: &[&[BlockQ8K]; R]) -> [[f32; 8]; R] {
+unsafe fn gemm_q6_k_x8<O: Int8Dot, const R: usize>(group: &[u8], a: &[&[BlockQ8K]; R], ahead: &[u8]) -> [[f32; 8]; R] {
     use super::repack::{Q6_K_GROUP_BLOCK, q6k_layout as l};
     unsafe {
         let m4 = _mm256_set1_epi8(0x0F);
         let m3 = _mm256_set1_epi8(3);
         let mut sum = [_mm256_setzero_ps(); R];
+        let ahead = SpreadPrefetch::new(ahead, group.len() / Q6_K_GROUP_BLOCK * 16);
         for (b, blk) in group.chunks_exact(Q6_K_GROUP_BLOCK).enumerate() {
             let p = blk.as_ptr();
             let mut acc = [_mm256_setzero_si256(); R];
             for g in 0..16 {
+                ahead.at(16 * b + g);
                 let s8 = _mm_loadl_epi64(p.add(l::SCALES + 8 * g) as *const __m128i);
                 let scales = _mm256_cvtepi8_epi16(_mm_unpacklo_epi8(s8, s8));
                 let high = load(p.add(l::HI + 32 * g));
@@ -433,14 +439,16 @@ unsafe fn finish_q6_k_block<O: Int8Dot>(sum: __m256, acc: __m256i, p: *const u8,
 /// Signed x signed products go through `O::dot_u8i8` as |w| x (a with w's sign) (pair sums at
 /// most 2 x 128 x 127, within i16 as that step requires).
 #[inline(always)]
-unsafe fn gemm_q8_0_x8<O: Int8Dot, const R: usize>(group: &[u8], a: &[&[BlockQ8_0]; R]) -> [[f32; 8]; R] {
+unsafe fn gemm_q8_0_x8<O: Int8Dot, const R: usize>(group: &[u8], a: &[&[BlockQ8_0]; R], ahead: &[u8]) -> [[f32; 8]; R] {
     use super::repack::{Q8_0_GROUP_BLOCK, q8_0_layout as l};
     unsafe {
         let mut sum = [_mm256_setzero_ps(); R];
+        let ahead = SpreadPrefetch::new(ahead, group.len() / Q8_0_GROUP_BLOCK * 8);
         for (b, blk) in group.chunks_exact(Q8_0_GROUP_BLOCK).enumerate() {
             let p = blk.as_ptr();
             let mut acc = [_mm256_setzero_si256(); R];
             for k in 0..8 {
+                ahead.at(8 * b + k);
                 let w = load(p.add(l::QS + 32 * k));
                 let abs_w = _mm256_sign_epi8(w, w);
                 for r in 0..R {
@@ -468,27 +476,27 @@ macro_rules! packed_entry_points {
             use super::*;
 
             #[target_feature(enable = $features)]
-            pub unsafe fn gemm_q4_k_x8<const R: usize>(g: &[u8], a: &[&[BlockQ8K]; R]) -> [[f32; 8]; R] {
+            pub unsafe fn gemm_q4_k_x8<const R: usize>(g: &[u8], a: &[&[BlockQ8K]; R], ahead: &[u8]) -> [[f32; 8]; R] {
                 // SAFETY: this function's contract.
-                unsafe { super::gemm_q4_k_x8::<$dot, R>(g, a) }
+                unsafe { super::gemm_q4_k_x8::<$dot, R>(g, a, ahead) }
             }
 
             #[target_feature(enable = $features)]
-            pub unsafe fn gemm_q5_k_x8<const R: usize>(g: &[u8], a: &[&[BlockQ8K]; R]) -> [[f32; 8]; R] {
+            pub unsafe fn gemm_q5_k_x8<const R: usize>(g: &[u8], a: &[&[BlockQ8K]; R], ahead: &[u8]) -> [[f32; 8]; R] {
                 // SAFETY: this function's contract.
-                unsafe { super::gemm_q5_k_x8::<$dot, R>(g, a) }
+                unsafe { super::gemm_q5_k_x8::<$dot, R>(g, a, ahead) }
             }
 
             #[target_feature(enable = $features)]
-            pub unsafe fn gemm_q6_k_x8<const R: usize>(g: &[u8], a: &[&[BlockQ8K]; R]) -> [[f32; 8]; R] {
+            pub unsafe fn gemm_q6_k_x8<const R: usize>(g: &[u8], a: &[&[BlockQ8K]; R], ahead: &[u8]) -> [[f32; 8]; R] {
                 // SAFETY: this function's contract.
-                unsafe { super::gemm_q6_k_x8::<$dot, R>(g, a) }
+                unsafe { super::gemm_q6_k_x8::<$dot, R>(g, a, ahead) }
             }
 
             #[target_feature(enable = $features)]
-            pub unsafe fn gemm_q8_0_x8<const R: usize>(g: &[u8], a: &[&[BlockQ8_0]; R]) -> [[f32; 8]; R] {
+            pub unsafe fn gemm_q8_0_x8<const R: usize>(g: &[u8], a: &[&[BlockQ8_0]; R], ahead: &[u8]) -> [[f32; 8]; R] {
                 // SAFETY: this function's contract.
-                unsafe { super::gemm_q8_0_x8::<$dot, R>(g, a) }
+                unsafe { super::gemm_q8_0_x8::<$dot, R>(g, a, ahead) }
             }
         }
     };

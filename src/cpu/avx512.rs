@@ -44,6 +44,7 @@
 use std::arch::x86_64::*;
 
 use super::avx2::load;
+use super::prefetch::SpreadPrefetch;
 use super::repack::{
     Q4_K_GROUP_BLOCK, Q5_K_GROUP_BLOCK, Q6_K_GROUP_BLOCK, Q8_0_GROUP_BLOCK, q4k_layout, q6k_layout, q8_0_layout,
 };
@@ -135,7 +136,7 @@ fn rows_out32<const R: usize>(sum: [[__m512; 2]; R]) -> [[f32; 32]; R] {
 /// Two adjacent interleaved Q4_K groups (`pair`: the first group's bytes, then the second's)
 /// against R activation rows: `out[r][c] = dot(column c of the sixteen, a[r])`.
 #[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl,avx512vnni")]
-pub unsafe fn gemm_q4_k_x16<const R: usize>(pair: &[u8], a: &[&[BlockQ8K]; R]) -> [[f32; 16]; R] {
+pub unsafe fn gemm_q4_k_x16<const R: usize>(pair: &[u8], a: &[&[BlockQ8K]; R], ahead: &[u8]) -> [[f32; 16]; R] {
     use q4k_layout as l;
     let second = pair.len() / 2;
     // SAFETY: the module's contract: every offset below lies within a packed block of each
@@ -143,10 +144,12 @@ pub unsafe fn gemm_q4_k_x16<const R: usize>(pair: &[u8], a: &[&[BlockQ8K]; R]) -
     unsafe {
         let m4 = _mm512_set1_epi8(0x0F);
         let mut sum = [[_mm512_setzero_ps(); 1]; R];
+        let ahead = SpreadPrefetch::new(ahead, pair.len() / 2 / Q4_K_GROUP_BLOCK * 8);
         for (b, blk) in pair[..second].chunks_exact(Q4_K_GROUP_BLOCK).enumerate() {
             let (p, q) = (blk.as_ptr(), blk.as_ptr().add(second));
             let mut acc = [_mm512_setzero_si512(); R];
             for j in 0..8 {
+                ahead.at(8 * b + j);
                 // Each column's scale in both i16 halves of its lane.
                 let s = pair_bytes_epi32(p.add(l::SCALES + 8 * j), q.add(l::SCALES + 8 * j), false);
                 let scales = _mm512_or_si512(s, _mm512_slli_epi32(s, 16));
@@ -225,7 +228,7 @@ unsafe fn k4_finish<const R: usize, const C: usize>(
 /// activation rows: `out[r][c] = dot(column c of the 32, a[r])`. Two zmm of weights (columns
 /// 0..16 and 16..32) meet each activation broadcast, so one broadcast feeds two `vpdpbusd`.
 #[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl,avx512vnni")]
-pub unsafe fn gemm_q4_k_x32<const R: usize>(quad: &[u8], a: &[&[BlockQ8K]; R]) -> [[f32; 32]; R] {
+pub unsafe fn gemm_q4_k_x32<const R: usize>(quad: &[u8], a: &[&[BlockQ8K]; R], ahead: &[u8]) -> [[f32; 32]; R] {
     use q4k_layout as l;
     let stride = quad.len() / 4;
     // SAFETY: the module's contract: every offset below lies within a packed block of each
@@ -233,10 +236,12 @@ pub unsafe fn gemm_q4_k_x32<const R: usize>(quad: &[u8], a: &[&[BlockQ8K]; R]) -
     unsafe {
         let m4 = _mm512_set1_epi8(0x0F);
         let mut sum = [[_mm512_setzero_ps(); 2]; R];
+        let ahead = SpreadPrefetch::new(ahead, quad.len() / 4 / Q4_K_GROUP_BLOCK * 8);
         for (b, blk) in quad[..stride].chunks_exact(Q4_K_GROUP_BLOCK).enumerate() {
             let g: [*const u8; 4] = std::array::from_fn(|i| blk.as_ptr().add(i * stride));
             let mut acc = [[_mm512_setzero_si512(); 2]; R];
             for j in 0..8 {
+                ahead.at(8 * b + j);
                 let mut both = [[_mm512_setzero_si512(); 2]; R];
                 for k in 0..4 {
                     let at = l::QS + 128 * j + 32 * k;
@@ -271,17 +276,19 @@ pub unsafe fn gemm_q4_k_x32<const R: usize>(quad: &[u8], a: &[&[BlockQ8K]; R]) -
 /// weight's fifth bit added. Values reach 31, so a sub-block's nibble sums (16 products of at
 /// most 31 x 127 each) no longer fit in i16: their i32 sum is scaled with one `vpmulld`.
 #[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl,avx512vnni")]
-pub unsafe fn gemm_q5_k_x16<const R: usize>(pair: &[u8], a: &[&[BlockQ8K]; R]) -> [[f32; 16]; R] {
+pub unsafe fn gemm_q5_k_x16<const R: usize>(pair: &[u8], a: &[&[BlockQ8K]; R], ahead: &[u8]) -> [[f32; 16]; R] {
     use q4k_layout as l;
     let second = pair.len() / 2;
     // SAFETY: as for `gemm_q4_k_x16`.
     unsafe {
         let (m4, one) = (_mm512_set1_epi8(0x0F), _mm512_set1_epi8(1));
         let mut sum = [[_mm512_setzero_ps(); 1]; R];
+        let ahead = SpreadPrefetch::new(ahead, pair.len() / 2 / Q5_K_GROUP_BLOCK * 8);
         for (b, blk) in pair[..second].chunks_exact(Q5_K_GROUP_BLOCK).enumerate() {
             let (p, q) = (blk.as_ptr(), blk.as_ptr().add(second));
             let mut acc = [_mm512_setzero_si512(); R];
             for j in 0..8 {
+                ahead.at(8 * b + j);
                 let scales = pair_bytes_epi32(p.add(l::SCALES + 8 * j), q.add(l::SCALES + 8 * j), false);
                 let h = load_pair(p.add(l::QH + 32 * j), q.add(l::QH + 32 * j));
                 let fifth = |bit: usize| {
@@ -315,17 +322,19 @@ pub unsafe fn gemm_q5_k_x16<const R: usize>(pair: &[u8], a: &[&[BlockQ8K]; R]) -
 /// weights are used as stored (0..63, standing for -32..31); the +32 offset is removed once
 /// per block with the activation sums.
 #[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl,avx512vnni")]
-pub unsafe fn gemm_q6_k_x16<const R: usize>(pair: &[u8], a: &[&[BlockQ8K]; R]) -> [[f32; 16]; R] {
+pub unsafe fn gemm_q6_k_x16<const R: usize>(pair: &[u8], a: &[&[BlockQ8K]; R], ahead: &[u8]) -> [[f32; 16]; R] {
     use q6k_layout as l;
     let second = pair.len() / 2;
     // SAFETY: as for `gemm_q4_k_x16`.
     unsafe {
         let (m4, m3) = (_mm512_set1_epi8(0x0F), _mm512_set1_epi8(3));
         let mut sum = [_mm512_setzero_ps(); R];
+        let ahead = SpreadPrefetch::new(ahead, pair.len() / 2 / Q6_K_GROUP_BLOCK * 16);
         for (b, blk) in pair[..second].chunks_exact(Q6_K_GROUP_BLOCK).enumerate() {
             let (p, q) = (blk.as_ptr(), blk.as_ptr().add(second));
             let mut acc = [_mm512_setzero_si512(); R];
             for g in 0..16 {
+                ahead.at(16 * b + g);
                 let scales = pair_bytes_epi32(p.add(l::SCALES + 8 * g), q.add(l::SCALES + 8 * g), true);
                 let high = load_pair(p.add(l::HI + 32 * g), q.add(l::HI + 32 * g));
                 // At most 16 x 63 x 128 per column and scale group: no overflow in i32.
@@ -375,17 +384,19 @@ pub unsafe fn gemm_q6_k_x16<const R: usize>(pair: &[u8], a: &[&[BlockQ8K]; R]) -
 /// each row's accumulator starts at -128 times its block's activation sum, which takes the
 /// offset's products back out, so the integer sums are exactly those of the 256-bit kernel.
 #[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl,avx512vnni")]
-pub unsafe fn gemm_q8_0_x16<const R: usize>(pair: &[u8], a: &[&[BlockQ8_0]; R]) -> [[f32; 16]; R] {
+pub unsafe fn gemm_q8_0_x16<const R: usize>(pair: &[u8], a: &[&[BlockQ8_0]; R], ahead: &[u8]) -> [[f32; 16]; R] {
     use q8_0_layout as l;
     let second = pair.len() / 2;
     // SAFETY: as for `gemm_q4_k_x16`.
     unsafe {
         let sign = _mm512_set1_epi8(-128);
         let mut sum = [_mm512_setzero_ps(); R];
+        let ahead = SpreadPrefetch::new(ahead, pair.len() / 2 / Q8_0_GROUP_BLOCK * 8);
         for (b, blk) in pair[..second].chunks_exact(Q8_0_GROUP_BLOCK).enumerate() {
             let (p, q) = (blk.as_ptr(), blk.as_ptr().add(second));
             let mut acc: [__m512i; R] = std::array::from_fn(|r| _mm512_set1_epi32(-128 * a[r].get_unchecked(b).sum));
             for k in 0..8 {
+                ahead.at(8 * b + k);
                 let at = l::QS + 32 * k;
                 let w = _mm512_xor_si512(load_pair(p.add(at), q.add(at)), sign);
                 for r in 0..R {

@@ -38,46 +38,53 @@ macro_rules! by_rows {
     };
 }
 
-/// Calls the packed kernel `$m::$f::<R>` with the rows `$acts`, R = `$acts.len()` (for each R
-/// in the list), and puts row r's results at `$out[r][$col..]`.
+/// Calls the packed kernel `$m::$f::<R>` with the rows `$acts` and `$ahead` (the bytes to
+/// prefetch), R = `$acts.len()` (for each R in the list), and puts row r's results at
+/// `$out[r][$col..]`.
 macro_rules! packed_rows {
-    ($m:ident::$f:ident, $w:expr, $acts:expr, $out:expr, $col:expr, [$($n:literal),*]) => {{
-        let (w, a, out, col) = ($w, $acts, &mut *$out, $col);
+    ($m:ident::$f:ident, $w:expr, $acts:expr, $out:expr, $col:expr, $ahead:expr, [$($n:literal),*]) => {{
+        let (w, a, out, col, ahead) = ($w, $acts, &mut *$out, $col, $ahead);
         // SAFETY: the caller checked that the ISA is available and that the lengths match
         // (see the safety contracts in cpu::avx2 and cpu::avx512).
         unsafe {
             match a.len() {
-                $( $n => {
-                    let results = $m::$f::<$n>(w, a.try_into().expect("matched on the length"));
-                    for (o, res) in out.iter_mut().zip(&results) {
-                        o[col..col + res.len()].copy_from_slice(res);
-                    }
-                } )*
+                $( $n => put_results(out, col, &$m::$f::<$n>(w, a.try_into().expect("matched on the length"), ahead)), )*
                 _ => unreachable!("checked by the caller"),
             }
         }
     }};
 }
 
-/// The 256-bit packed kernel `$f` compiled for `$isa` on one group, `ROW_GROUP` rows a call.
+/// Row r of `results` into `out[r][col..]`.
+fn put_results<const W: usize>(out: &mut [[f32; CALL_COLS]], col: usize, results: &[[f32; W]]) {
+    for (o, res) in out.iter_mut().zip(results) {
+        o[col..col + W].copy_from_slice(res);
+    }
+}
+
+/// The 256-bit packed kernel `$f` compiled for `$isa` on one group, `ROW_GROUP` rows a call;
+/// the first call spreads the prefetch of `$ahead` over its loop.
 macro_rules! packed_x8 {
-    ($isa:expr, $f:ident, $w:expr, $acts:expr, $out:expr, $col:expr) => {
-        for (a, o) in $acts.chunks(ROW_GROUP).zip($out.chunks_mut(ROW_GROUP)) {
+    ($isa:expr, $f:ident, $w:expr, $acts:expr, $out:expr, $col:expr, $ahead:expr) => {
+        for (i, (a, o)) in $acts.chunks(ROW_GROUP).zip($out.chunks_mut(ROW_GROUP)).enumerate() {
+            let ahead: &[u8] = if i == 0 { $ahead } else { &[] };
             match $isa {
-                Isa::Avx2 => packed_rows!(packed_avx2::$f, $w, a, o, $col, [1, 2, 3, 4]),
-                Isa::AvxVnni => packed_rows!(packed_avx_vnni::$f, $w, a, o, $col, [1, 2, 3, 4]),
-                Isa::Avx512Vnni => packed_rows!(packed_avx512_vnni::$f, $w, a, o, $col, [1, 2, 3, 4]),
+                Isa::Avx2 => packed_rows!(packed_avx2::$f, $w, a, o, $col, ahead, [1, 2, 3, 4]),
+                Isa::AvxVnni => packed_rows!(packed_avx_vnni::$f, $w, a, o, $col, ahead, [1, 2, 3, 4]),
+                Isa::Avx512Vnni => packed_rows!(packed_avx512_vnni::$f, $w, a, o, $col, ahead, [1, 2, 3, 4]),
                 Isa::Scalar => unreachable!("checked by check_packed"),
             }
         }
     };
 }
 
-/// The 512-bit kernel `$f` (`cpu::avx512`), `$rows` rows a call (R from the list).
+/// The 512-bit kernel `$f` (`cpu::avx512`), `$rows` rows a call (R from the list); the first
+/// call spreads the prefetch of `$ahead` over its loop.
 macro_rules! packed_zmm {
-    ($f:ident, $rows:expr, [$($n:literal),*], $w:expr, $acts:expr, $out:expr, $col:expr) => {
-        for (a, o) in $acts.chunks($rows).zip($out.chunks_mut($rows)) {
-            packed_rows!(avx512::$f, $w, a, o, $col, [$($n),*])
+    ($f:ident, $rows:expr, [$($n:literal),*], $w:expr, $acts:expr, $out:expr, $col:expr, $ahead:expr) => {
+        for (i, (a, o)) in $acts.chunks($rows).zip($out.chunks_mut($rows)).enumerate() {
+            let ahead: &[u8] = if i == 0 { $ahead } else { &[] };
+            packed_rows!(avx512::$f, $w, a, o, $col, ahead, [$($n),*])
         }
     };
 }
@@ -184,7 +191,16 @@ pub fn dot_rows_q8_0(isa: Isa, w: &[u8], acts: &[&[BlockQ8_0]], out: &mut [f32])
 /// (`groups`: their bytes, one after the other; `out[r][..8 * groups]` is written), each span
 /// of groups taken by the widest kernel that fits it. Only the x86 SIMD paths have packed
 /// kernels; the scalar reference for the same product is `dot_rows_q8k` on the unpacked rows.
-pub fn gemm_packed(isa: Isa, ty: GgmlType, groups: &[u8], acts: &[&[BlockQ8K]], out: &mut [[f32; CALL_COLS]]) {
+/// `ahead`: bytes the caller will want next (the next block's weights), asked into L2 while
+/// these products run (`cpu::prefetch`); it does not change the results.
+pub fn gemm_packed(
+    isa: Isa,
+    ty: GgmlType,
+    groups: &[u8],
+    acts: &[&[BlockQ8K]],
+    out: &mut [[f32; CALL_COLS]],
+    ahead: &[u8],
+) {
     use super::repack::{Q4_K_GROUP_BLOCK, Q5_K_GROUP_BLOCK, Q6_K_GROUP_BLOCK};
     let block = match ty {
         GgmlType::Q4_K => Q4_K_GROUP_BLOCK,
@@ -194,46 +210,61 @@ pub fn gemm_packed(isa: Isa, ty: GgmlType, groups: &[u8], acts: &[&[BlockQ8K]], 
     };
     let n_groups = check_packed(isa, block, groups, acts, out);
     #[cfg(target_arch = "x86_64")]
-    each_call(isa, ty, groups, n_groups, |n, w, col| match (isa, ty, n) {
+    each_call(isa, ty, groups, n_groups, ahead, |n, w, col, ahead| match (isa, ty, n) {
         (Isa::Avx512Vnni, GgmlType::Q4_K, 4) => {
-            packed_zmm!(gemm_q4_k_x32, QUAD_ROWS, [1, 2, 3, 4, 5, 6], w, acts, out, col)
+            packed_zmm!(gemm_q4_k_x32, QUAD_ROWS, [1, 2, 3, 4, 5, 6], w, acts, out, col, ahead)
         }
         (Isa::Avx512Vnni, GgmlType::Q4_K, 2) => {
-            packed_zmm!(gemm_q4_k_x16, PAIR_ROWS, [1, 2, 3, 4, 5, 6, 7, 8], w, acts, out, col)
+            packed_zmm!(gemm_q4_k_x16, PAIR_ROWS, [1, 2, 3, 4, 5, 6, 7, 8], w, acts, out, col, ahead)
         }
         (Isa::Avx512Vnni, GgmlType::Q5_K, 2) => {
-            packed_zmm!(gemm_q5_k_x16, PAIR_ROWS, [1, 2, 3, 4, 5, 6, 7, 8], w, acts, out, col)
+            packed_zmm!(gemm_q5_k_x16, PAIR_ROWS, [1, 2, 3, 4, 5, 6, 7, 8], w, acts, out, col, ahead)
         }
         (Isa::Avx512Vnni, GgmlType::Q6_K, 2) => {
-            packed_zmm!(gemm_q6_k_x16, Q6_K_PAIR_ROWS, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10], w, acts, out, col)
+            packed_zmm!(gemm_q6_k_x16, Q6_K_PAIR_ROWS, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10], w, acts, out, col, ahead)
         }
-        (_, GgmlType::Q4_K, 1) => packed_x8!(isa, gemm_q4_k_x8, w, acts, out, col),
-        (_, GgmlType::Q5_K, 1) => packed_x8!(isa, gemm_q5_k_x8, w, acts, out, col),
-        (_, GgmlType::Q6_K, 1) => packed_x8!(isa, gemm_q6_k_x8, w, acts, out, col),
+        (_, GgmlType::Q4_K, 1) => packed_x8!(isa, gemm_q4_k_x8, w, acts, out, col, ahead),
+        (_, GgmlType::Q5_K, 1) => packed_x8!(isa, gemm_q5_k_x8, w, acts, out, col, ahead),
+        (_, GgmlType::Q6_K, 1) => packed_x8!(isa, gemm_q6_k_x8, w, acts, out, col, ahead),
         _ => unreachable!("next_call_groups offers only these"),
     });
 }
 
 /// `gemm_packed` for Q8_0 groups and Q8_0 activations; the scalar reference is `dot_rows_q8_0`
 /// on the unpacked rows.
-pub fn gemm_packed_q8_0(isa: Isa, groups: &[u8], acts: &[&[BlockQ8_0]], out: &mut [[f32; CALL_COLS]]) {
+pub fn gemm_packed_q8_0(isa: Isa, groups: &[u8], acts: &[&[BlockQ8_0]], out: &mut [[f32; CALL_COLS]], ahead: &[u8]) {
     let n_groups = check_packed(isa, super::repack::Q8_0_GROUP_BLOCK, groups, acts, out);
     #[cfg(target_arch = "x86_64")]
-    each_call(isa, GgmlType::Q8_0, groups, n_groups, |n, w, col| match (isa, n) {
-        (Isa::Avx512Vnni, 2) => packed_zmm!(gemm_q8_0_x16, PAIR_ROWS, [1, 2, 3, 4, 5, 6, 7, 8], w, acts, out, col),
-        (_, 1) => packed_x8!(isa, gemm_q8_0_x8, w, acts, out, col),
+    each_call(isa, GgmlType::Q8_0, groups, n_groups, ahead, |n, w, col, ahead| match (isa, n) {
+        (Isa::Avx512Vnni, 2) => {
+            packed_zmm!(gemm_q8_0_x16, PAIR_ROWS, [1, 2, 3, 4, 5, 6, 7, 8], w, acts, out, col, ahead)
+        }
+        (_, 1) => packed_x8!(isa, gemm_q8_0_x8, w, acts, out, col, ahead),
         _ => unreachable!("next_call_groups offers only these"),
     });
 }
 
 /// Cuts the `n_groups` groups in `groups` into kernel calls, widest first, and runs
-/// `call(groups in the call, their bytes, their first column)` on each.
-fn each_call(isa: Isa, ty: GgmlType, groups: &[u8], n_groups: usize, mut call: impl FnMut(usize, &[u8], usize)) {
+/// `call(groups in the call, their bytes, their first column, bytes to prefetch)` on each (the
+/// first call prefetches all of `ahead`).
+fn each_call(
+    isa: Isa,
+    ty: GgmlType,
+    groups: &[u8],
+    n_groups: usize,
+    ahead: &[u8],
+    mut call: impl FnMut(usize, &[u8], usize, &[u8]),
+) {
     let group_bytes = groups.len() / n_groups;
     let mut first = 0;
     while first < n_groups {
         let n = next_call_groups(isa, ty, n_groups - first);
-        call(n, &groups[first * group_bytes..(first + n) * group_bytes], first * COLS);
+        call(
+            n,
+            &groups[first * group_bytes..(first + n) * group_bytes],
+            first * COLS,
+            if first == 0 { ahead } else { &[] },
+        );
         first += n;
     }
 }

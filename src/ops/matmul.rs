@@ -13,7 +13,7 @@ use super::column_blocks::par_column_blocks;
 use crate::cpu::repack::{COLS, Packed};
 use crate::cpu::{
     CALL_COLS, CallShape, Isa, PACKED_ROW_GROUP, ROW_GROUP, active_isa, dot_f32, dot_rows_q8_0, dot_rows_q8k,
-    gemm_packed, gemm_packed_q8_0, packed_call_shape, prefetch_l2,
+    gemm_packed, gemm_packed_q8_0, packed_call_shape,
 };
 use crate::quant::q8::{BlockQ8_0, BlockQ8K, quantize_q8_0, quantize_q8_k};
 use crate::quant::{DequantError, GgmlType, dequantize};
@@ -147,7 +147,7 @@ trait Activations: Default + Clone + Send + Sync + Sized {
     const BLOCK: usize;
     fn quantize(x: &[f32], out: &mut [Self]);
     /// `cpu::gemm_packed` for this format.
-    fn packed(isa: Isa, ty: GgmlType, groups: &[u8], acts: &[&[Self]], out: &mut [[f32; CALL_COLS]]);
+    fn packed(isa: Isa, ty: GgmlType, groups: &[u8], acts: &[&[Self]], out: &mut [[f32; CALL_COLS]], ahead: &[u8]);
     /// `cpu::dot_rows_q8k` / `dot_rows_q8_0`.
     fn rows(isa: Isa, ty: GgmlType, w: &[u8], acts: &[&[Self]], out: &mut [f32]);
 }
@@ -157,8 +157,8 @@ impl Activations for BlockQ8K {
     fn quantize(x: &[f32], out: &mut [Self]) {
         quantize_q8_k(x, out)
     }
-    fn packed(isa: Isa, ty: GgmlType, groups: &[u8], acts: &[&[Self]], out: &mut [[f32; CALL_COLS]]) {
-        gemm_packed(isa, ty, groups, acts, out)
+    fn packed(isa: Isa, ty: GgmlType, groups: &[u8], acts: &[&[Self]], out: &mut [[f32; CALL_COLS]], ahead: &[u8]) {
+        gemm_packed(isa, ty, groups, acts, out, ahead)
     }
     fn rows(isa: Isa, ty: GgmlType, w: &[u8], acts: &[&[Self]], out: &mut [f32]) {
         dot_rows_q8k(isa, ty, w, acts, out)
@@ -170,8 +170,8 @@ impl Activations for BlockQ8_0 {
     fn quantize(x: &[f32], out: &mut [Self]) {
         quantize_q8_0(x, out)
     }
-    fn packed(isa: Isa, _: GgmlType, groups: &[u8], acts: &[&[Self]], out: &mut [[f32; CALL_COLS]]) {
-        gemm_packed_q8_0(isa, groups, acts, out)
+    fn packed(isa: Isa, _: GgmlType, groups: &[u8], acts: &[&[Self]], out: &mut [[f32; CALL_COLS]], ahead: &[u8]) {
+        gemm_packed_q8_0(isa, groups, acts, out, ahead)
     }
     fn rows(isa: Isa, _: GgmlType, w: &[u8], acts: &[&[Self]], out: &mut [f32]) {
         dot_rows_q8_0(isa, w, acts, out)
@@ -203,7 +203,8 @@ fn integer_matmul<A: Activations>(
     let acts = &*acts;
     let mut first_col = 0;
     if let Some(packed) = w.packed.filter(|_| isa.is_x86_simd()) {
-        let kernel = |g: &[u8], a: &[&[A]], o: &mut [[f32; CALL_COLS]]| A::packed(isa, packed.ty, g, a, o);
+        let kernel =
+            |g: &[u8], a: &[&[A]], o: &mut [[f32; CALL_COLS]], ahead: &[u8]| A::packed(isa, packed.ty, g, a, o, ahead);
         packed_products(packed, packed_call_shape(isa, packed.ty), n_rows, acts, nb, kernel, out, n_out);
         first_col = packed.n_groups * COLS;
     }
@@ -225,7 +226,7 @@ fn packed_products<A: Sync>(
     n_rows: usize,
     acts: &[A],
     nb: usize,
-    kernel: impl Fn(&[u8], &[&[A]], &mut [[f32; CALL_COLS]]) + Sync,
+    kernel: impl Fn(&[u8], &[&[A]], &mut [[f32; CALL_COLS]], &[u8]) + Sync,
     out: &mut [f32],
     n_out: usize,
 ) {
@@ -241,12 +242,16 @@ fn packed_products<A: Sync>(
         let mut results = [[0f32; CALL_COLS]; PACKED_ROW_GROUP];
         for (t, first) in (0..n_rows).step_by(call.rows).enumerate() {
             let rows = call.rows.min(n_rows - first);
-            prefetch_l2(&next[(t * ahead).min(next.len())..((t + 1) * ahead).min(next.len())]);
             let mut group: [&[A]; PACKED_ROW_GROUP] = [&[]; PACKED_ROW_GROUP];
             for (i, slot) in group.iter_mut().enumerate().take(rows) {
                 *slot = &acts[(first + i) * nb..(first + i + 1) * nb];
             }
-            kernel(groups, &group[..rows], &mut results[..rows]);
+            kernel(
+                groups,
+                &group[..rows],
+                &mut results[..rows],
+                &next[(t * ahead).min(next.len())..((t + 1) * ahead).min(next.len())],
+            );
             for (i, res) in results[..rows].iter().enumerate() {
                 match <&mut [f32; CALL_COLS]>::try_from(block.row_mut(first + i)) {
                     // A whole call's columns: a fixed-size copy, inlined (a slice copy of a

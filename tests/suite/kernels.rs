@@ -168,8 +168,8 @@ fn packed_kernels_match_scalar_on(isa: Isa) {
                     let mut got = vec![[0f32; CALL_COLS]; rows];
                     let groups = packed.groups(first..first + n);
                     match ty {
-                        GgmlType::Q8_0 => gemm_packed_q8_0(isa, groups, &acts8_0, &mut got),
-                        _ => gemm_packed(isa, ty, groups, &acts8k, &mut got),
+                        GgmlType::Q8_0 => gemm_packed_q8_0(isa, groups, &acts8_0, &mut got, &[]),
+                        _ => gemm_packed(isa, ty, groups, &acts8k, &mut got, &[]),
                     }
                     let g = format!("groups {first}..{}", first + n);
                     for c in 0..8 * n {
@@ -448,11 +448,11 @@ fn wide_packed_kernels_equal_the_256_bit_ones() {
                 let (mut wide, mut narrow) = (vec![[0f32; CALL_COLS]; rows], vec![[0f32; CALL_COLS]; rows]);
                 let g = packed.groups(groups.clone());
                 if ty == GgmlType::Q8_0 {
-                    gemm_packed_q8_0(Isa::Avx512Vnni, g, &acts8_0[..rows], &mut wide);
-                    gemm_packed_q8_0(Isa::Avx2, g, &acts8_0[..rows], &mut narrow);
+                    gemm_packed_q8_0(Isa::Avx512Vnni, g, &acts8_0[..rows], &mut wide, &[]);
+                    gemm_packed_q8_0(Isa::Avx2, g, &acts8_0[..rows], &mut narrow, &[]);
                 } else {
-                    gemm_packed(Isa::Avx512Vnni, ty, g, &acts[..rows], &mut wide);
-                    gemm_packed(Isa::Avx2, ty, g, &acts[..rows], &mut narrow);
+                    gemm_packed(Isa::Avx512Vnni, ty, g, &acts[..rows], &mut wide, &[]);
+                    gemm_packed(Isa::Avx2, ty, g, &acts[..rows], &mut narrow, &[]);
                 }
                 assert_eq!(wide, narrow, "{ty} rows {rows} groups {groups:?}");
             }
