@@ -2,6 +2,7 @@
 
 use rayon::prelude::*;
 
+use super::column_blocks::par_column_blocks;
 use super::matmul::grow;
 use crate::cpu::{QUERY_TILE, Rows, active_isa, dot_rows_tile_f32, softmax_scaled, weighted_rows_tile_f32};
 
@@ -21,8 +22,8 @@ pub struct AttentionShape {
 pub struct AttentionScratch {
     /// A tile of query rows' scores per head.
     scores: Vec<f32>,
-    /// Output in head-major order, `[n_head, n_rows, head_dim]`.
-    out_h: Vec<f32>,
+    /// A tile of query rows' outputs per head, before they go to their rows of `out`.
+    tiles: Vec<f32>,
 }
 
 /// `out = softmax(q k^T / sqrt(d)) v` per head, every query attending to every key. `q` and
@@ -35,12 +36,15 @@ pub fn attention(q: &[f32], k: &[f32], v: &[f32], s: AttentionShape, out: &mut [
     let scale = 1.0 / (hd as f32).sqrt();
     let isa = active_isa();
     grow(&mut scratch.scores, n_head * QUERY_TILE * n_keys);
-    grow(&mut scratch.out_h, n_head * n_rows * hd);
+    grow(&mut scratch.tiles, n_head * QUERY_TILE * hd);
+    // Head h writes columns h * hd.. of every output row: disjoint blocks, one per task.
+    let heads_out = par_column_blocks(out, n_rows, q_stride, n_head * hd, hd);
     scratch.scores[..n_head * QUERY_TILE * n_keys]
         .par_chunks_mut(QUERY_TILE * n_keys)
-        .zip(scratch.out_h[..n_head * n_rows * hd].par_chunks_mut(n_rows * hd))
+        .zip(scratch.tiles[..n_head * QUERY_TILE * hd].par_chunks_mut(QUERY_TILE * hd))
+        .zip(heads_out)
         .enumerate()
-        .for_each(|(h, (scores, out_h))| {
+        .for_each(|(h, ((scores, tile_out), mut head_out))| {
             let kvh = h / group;
             // Head kvh of every key and value row.
             let head_rows = |data| Rows { data, stride: kv_stride, offset: kvh * hd, width: hd, count: n_keys };
@@ -53,15 +57,12 @@ pub fn attention(q: &[f32], k: &[f32], v: &[f32], s: AttentionShape, out: &mut [
                 for row in scores.chunks_exact_mut(n_keys) {
                     softmax_scaled(isa, row, scale);
                 }
-                let o = &mut out_h[first * hd..(first + tile) * hd];
+                let o = &mut tile_out[..tile * hd];
                 o.fill(0.0);
                 weighted_rows_tile_f32(isa, scores, head_rows(v), o);
+                for (i, row) in o.chunks_exact(hd).enumerate() {
+                    head_out.row_mut(first + i).copy_from_slice(row);
+                }
             }
         });
-    for h in 0..n_head {
-        for i in 0..n_rows {
-            out[i * q_stride + h * hd..i * q_stride + (h + 1) * hd]
-                .copy_from_slice(&scratch.out_h[(h * n_rows + i) * hd..(h * n_rows + i + 1) * hd]);
-        }
-    }
 }
