@@ -217,8 +217,9 @@ unsafe fn k4_finish<const R: usize, const C: usize>(
             }
             let da = _mm512_set1_ps(y.d);
             for c in 0..C {
-                sum[r][c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc[r][c]), _mm512_mul_ps(d[c], da), sum[r][c]);
-                sum[r][c] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(mins[c]), _mm512_mul_ps(dmin[c], da), sum[r][c]);
+                let t = _mm512_mul_ps(_mm512_cvtepi32_ps(acc[r][c]), d[c]);
+                let t = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(mins[c]), dmin[c], t);
+                sum[r][c] = _mm512_fmadd_ps(t, da, sum[r][c]);
             }
         }
     }
