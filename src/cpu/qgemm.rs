@@ -110,9 +110,9 @@ const Q6_K_PAIR_ROWS: usize = 10;
 
 /// The packed kernels for `ty` on `isa` as (groups, rows) per call, widest first: four or two
 /// groups where the 512-bit kernels compute 32 or 16 columns at once, and always one (the
-/// 256-bit kernels, which take `PACKED_ROW_GROUP` rows `ROW_GROUP` at a time).
+/// 256-bit kernels, which take `ROW_GROUP` rows at a time: two such runs a call).
 fn kernels(isa: Isa, ty: GgmlType) -> &'static [(usize, usize)] {
-    const LONE: (usize, usize) = (1, PACKED_ROW_GROUP);
+    const LONE: (usize, usize) = (1, 2 * ROW_GROUP);
     match (isa, ty) {
         (Isa::Avx512Vnni, GgmlType::Q4_K) => &[(4, QUAD_ROWS), (2, PAIR_ROWS), LONE],
         (Isa::Avx512Vnni, GgmlType::Q6_K) => &[(2, Q6_K_PAIR_ROWS), LONE],
