@@ -217,8 +217,8 @@ fn integer_matmul<A: Activations>(
 }
 
 /// `out[r][o] = dot(w[o], acts[r])` for the columns of the interleaved groups of a packed
-/// matrix (`out` row-major, `n_out` columns), through `kernel(groups, rows, results)`
-/// (`call.rows` activation rows at a time), `call.groups` adjacent groups per task.
+/// matrix (`out` row-major, `n_out` columns), through `kernel(groups, rows, results, bytes to
+/// prefetch)` (`call.rows` activation rows at a time), `call.groups` adjacent groups per task.
 #[allow(clippy::too_many_arguments)]
 fn packed_products<A: Sync>(
     packed: &Packed,
@@ -255,7 +255,7 @@ fn packed_products<A: Sync>(
             for (i, res) in results[..rows].iter().enumerate() {
                 match <&mut [f32; CALL_COLS]>::try_from(block.row_mut(first + i)) {
                     // A whole call's columns: a fixed-size copy, inlined (a slice copy of a
-                    // run-time length is a memmove call per row, 1% of a step).
+                    // run-time length is a memmove call per row and call).
                     Ok(row) => *row = *res,
                     Err(_) => block.row_mut(first + i).copy_from_slice(&res[..width]),
                 }
