@@ -38,8 +38,9 @@
 //! `avx2::finish_q6_k_block`), so all give bit-identical results (tested).
 //!
 //! Safety contract of every `unsafe fn` here: the CPU supports AVX2, FMA, AVX-512 F, BW, VL and
-//! VNNI (checked by `Isa::Avx512Vnni.is_available()` before dispatch), each half of `pair` holds
-//! whole packed blocks, and every activation row holds one block per packed block.
+//! VNNI (checked by `Isa::Avx512Vnni.is_available()` before dispatch), each group of `pair` (two)
+//! or `quad` (four) holds whole packed blocks, and every activation row holds one block per
+//! packed block. `ahead` may be any bytes: it is only prefetched.
 
 use std::arch::x86_64::*;
 
