@@ -15,6 +15,7 @@ mod features;
 pub(crate) mod int8_dot;
 pub mod pack_cache;
 mod peak;
+#[cfg(target_arch = "x86_64")]
 mod prefetch;
 mod qgemm;
 pub mod repack;

@@ -23,11 +23,16 @@ impl<'a> SpreadPrefetch<'a> {
         SpreadPrefetch { start: bytes.as_ptr(), lines, per_slot: lines.div_ceil(slots.max(1)), _bytes: PhantomData }
     }
 
-    /// Slot `slot`'s lines (none past the range).
+    /// The cache lines (64-byte steps from the start) slot `slot` asks for: none past the range.
+    #[inline(always)]
+    fn lines_of(&self, slot: usize) -> std::ops::Range<usize> {
+        (slot * self.per_slot).min(self.lines)..((slot + 1) * self.per_slot).min(self.lines)
+    }
+
+    /// Asks for slot `slot`'s lines.
     #[inline(always)]
     pub fn at(&self, slot: usize) {
-        #[cfg(target_arch = "x86_64")]
-        for line in slot * self.per_slot..((slot + 1) * self.per_slot).min(self.lines) {
+        for line in self.lines_of(slot) {
             // SAFETY: a prefetch never faults; the address is inside the range (line < lines).
             unsafe {
                 std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T1 }>(
@@ -35,7 +40,22 @@ impl<'a> SpreadPrefetch<'a> {
                 )
             };
         }
-        #[cfg(not(target_arch = "x86_64"))]
-        let _ = slot;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The slots together ask for every line of the range once, in order, whatever the
+    /// range's length and the slot count (more slots than lines, fewer, a ragged last line).
+    #[test]
+    fn slots_cover_every_line_once() {
+        let bytes = vec![0u8; 5000];
+        for (len, slots) in [(0, 8), (1, 8), (64, 1), (640, 8), (4999, 16), (5000, 7), (3000, 128)] {
+            let spread = SpreadPrefetch::new(&bytes[..len], slots);
+            let asked: Vec<usize> = (0..slots).flat_map(|s| spread.lines_of(s)).collect();
+            assert_eq!(asked, (0..len.div_ceil(64)).collect::<Vec<_>>(), "{len} bytes over {slots} slots");
+        }
     }
 }
