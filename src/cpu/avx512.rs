@@ -108,26 +108,15 @@ fn broadcast_element(v: __m256i, at: i32) -> __m512i {
     _mm512_permutexvar_epi32(_mm512_set1_epi32(at), _mm512_castsi256_si512(v))
 }
 
-/// The sixteen column sums of each row.
+/// The column sums of each row, C zmm of sixteen (W = 16 C floats).
 #[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl,avx512vnni")]
 #[inline]
-fn rows_out16<const R: usize>(sum: [__m512; R]) -> [[f32; 16]; R] {
-    let mut out = [[0f32; 16]; R];
-    for r in 0..R {
-        // SAFETY: `out[r]` holds sixteen floats.
-        unsafe { _mm512_storeu_ps(out[r].as_mut_ptr(), sum[r]) };
-    }
-    out
-}
-
-/// The 32 column sums of each row (two zmm of sixteen).
-#[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl,avx512vnni")]
-#[inline]
-fn rows_out32<const R: usize>(sum: [[__m512; 2]; R]) -> [[f32; 32]; R] {
-    let mut out = [[0f32; 32]; R];
+fn rows_out<const R: usize, const C: usize, const W: usize>(sum: [[__m512; C]; R]) -> [[f32; W]; R] {
+    assert_eq!(W, 16 * C, "{C} zmm of columns are {} floats", 16 * C);
+    let mut out = [[0f32; W]; R];
     for r in 0..R {
         for (c, s) in sum[r].iter().enumerate() {
-            // SAFETY: `out[r]` holds 32 floats.
+            // SAFETY: `out[r]` holds 16 C floats.
             unsafe { _mm512_storeu_ps(out[r].as_mut_ptr().add(16 * c), *s) };
         }
     }
@@ -148,7 +137,7 @@ pub unsafe fn gemm_q4_k_x16<const R: usize>(pair: &[u8], a: &[&[BlockQ8K]; R], a
         let ahead = SpreadPrefetch::new(ahead, pair.len() / 2 / Q4_K_GROUP_BLOCK * 8);
         for (b, blk) in pair[..second].chunks_exact(Q4_K_GROUP_BLOCK).enumerate() {
             let (p, q) = (blk.as_ptr(), blk.as_ptr().add(second));
-            let mut acc = [_mm512_setzero_si512(); R];
+            let mut acc = [[_mm512_setzero_si512(); 1]; R];
             for j in 0..8 {
                 ahead.at(8 * b + j);
                 // Each column's scale in both i16 halves of its lane.
@@ -171,12 +160,12 @@ pub unsafe fn gemm_q4_k_x16<const R: usize>(pair: &[u8], a: &[&[BlockQ8K]; R], a
                     // Each sum has 16 products of at most 15 x 128, so it fits in i16 (30720):
                     // the low-nibble sum in the lane's low half, the high-nibble sum above it.
                     let both = _mm512_mask_blend_epi16(0xAAAA_AAAA, low[r], _mm512_slli_epi32(high[r], 16));
-                    acc[r] = _mm512_dpwssd_epi32(acc[r], both, scales);
+                    acc[r][0] = _mm512_dpwssd_epi32(acc[r][0], both, scales);
                 }
             }
-            k4_finish(&mut sum, acc.map(|v| [v]), [(p, q)], a, b);
+            k4_finish(&mut sum, acc, [(p, q)], a, b);
         }
-        rows_out16(sum.map(|[s]| s))
+        rows_out(sum)
     }
 }
 
@@ -270,7 +259,7 @@ pub unsafe fn gemm_q4_k_x32<const R: usize>(quad: &[u8], a: &[&[BlockQ8K]; R], a
             }
             k4_finish(&mut sum, acc, [(g[0], g[1]), (g[2], g[3])], a, b);
         }
-        rows_out32(sum)
+        rows_out(sum)
     }
 }
 
@@ -288,7 +277,7 @@ pub unsafe fn gemm_q5_k_x16<const R: usize>(pair: &[u8], a: &[&[BlockQ8K]; R], a
         let ahead = SpreadPrefetch::new(ahead, pair.len() / 2 / Q5_K_GROUP_BLOCK * 8);
         for (b, blk) in pair[..second].chunks_exact(Q5_K_GROUP_BLOCK).enumerate() {
             let (p, q) = (blk.as_ptr(), blk.as_ptr().add(second));
-            let mut acc = [_mm512_setzero_si512(); R];
+            let mut acc = [[_mm512_setzero_si512(); 1]; R];
             for j in 0..8 {
                 ahead.at(8 * b + j);
                 let scales = pair_bytes_epi32(p.add(l::SCALES + 8 * j), q.add(l::SCALES + 8 * j), false);
@@ -311,12 +300,12 @@ pub unsafe fn gemm_q5_k_x16<const R: usize>(pair: &[u8], a: &[&[BlockQ8K]; R], a
                     }
                 }
                 for r in 0..R {
-                    acc[r] = _mm512_add_epi32(acc[r], _mm512_mullo_epi32(both[r], scales));
+                    acc[r][0] = _mm512_add_epi32(acc[r][0], _mm512_mullo_epi32(both[r], scales));
                 }
             }
-            k4_finish(&mut sum, acc.map(|v| [v]), [(p, q)], a, b);
+            k4_finish(&mut sum, acc, [(p, q)], a, b);
         }
-        rows_out16(sum.map(|[s]| s))
+        rows_out(sum)
     }
 }
 
@@ -330,7 +319,7 @@ pub unsafe fn gemm_q6_k_x16<const R: usize>(pair: &[u8], a: &[&[BlockQ8K]; R], a
     // SAFETY: as for `gemm_q4_k_x16`.
     unsafe {
         let (m4, m3) = (_mm512_set1_epi8(0x0F), _mm512_set1_epi8(3));
-        let mut sum = [_mm512_setzero_ps(); R];
+        let mut sum = [[_mm512_setzero_ps(); 1]; R];
         let ahead = SpreadPrefetch::new(ahead, pair.len() / 2 / Q6_K_GROUP_BLOCK * 16);
         for (b, blk) in pair[..second].chunks_exact(Q6_K_GROUP_BLOCK).enumerate() {
             let (p, q) = (blk.as_ptr(), blk.as_ptr().add(second));
@@ -374,10 +363,10 @@ pub unsafe fn gemm_q6_k_x16<const R: usize>(pair: &[u8], a: &[&[BlockQ8K]; R], a
                     offset = _mm512_dpwssd_epi32(offset, *sc, broadcast_element(bsums, pair as i32));
                 }
                 let acc = _mm512_sub_epi32(acc[r], _mm512_slli_epi32(offset, 5));
-                sum[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc), _mm512_mul_ps(d, _mm512_set1_ps(y.d)), sum[r]);
+                sum[r][0] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc), _mm512_mul_ps(d, _mm512_set1_ps(y.d)), sum[r][0]);
             }
         }
-        rows_out16(sum)
+        rows_out(sum)
     }
 }
 
@@ -392,7 +381,7 @@ pub unsafe fn gemm_q8_0_x16<const R: usize>(pair: &[u8], a: &[&[BlockQ8_0]; R], 
     // SAFETY: as for `gemm_q4_k_x16`.
     unsafe {
         let sign = _mm512_set1_epi8(-128);
-        let mut sum = [_mm512_setzero_ps(); R];
+        let mut sum = [[_mm512_setzero_ps(); 1]; R];
         let ahead = SpreadPrefetch::new(ahead, pair.len() / 2 / Q8_0_GROUP_BLOCK * 8);
         for (b, blk) in pair[..second].chunks_exact(Q8_0_GROUP_BLOCK).enumerate() {
             let (p, q) = (blk.as_ptr(), blk.as_ptr().add(second));
@@ -410,9 +399,9 @@ pub unsafe fn gemm_q8_0_x16<const R: usize>(pair: &[u8], a: &[&[BlockQ8_0]; R], 
             let d = load_pair_ps(p.add(l::D), q.add(l::D));
             for r in 0..R {
                 let da = _mm512_mul_ps(d, _mm512_set1_ps(a[r].get_unchecked(b).d));
-                sum[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc[r]), da, sum[r]);
+                sum[r][0] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc[r]), da, sum[r][0]);
             }
         }
-        rows_out16(sum)
+        rows_out(sum)
     }
 }

@@ -122,7 +122,7 @@ fn kernels(isa: Isa, ty: GgmlType) -> &'static [(usize, usize)] {
 }
 
 /// How a product should cut its packed columns and rows into kernel calls.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy)]
 pub struct CallShape {
     /// Adjacent groups per call.
     pub groups: usize,

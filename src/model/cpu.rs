@@ -3,8 +3,6 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use rayon::prelude::*;
-
 use super::kv_cache::KvCache;
 use super::weights::{MatrixRef, Weights};
 use super::{Forward, ModelConfig, ModelError, Pass, Preparation};
@@ -16,7 +14,7 @@ use crate::ops::attention::{AttentionScratch, AttentionShape, attention};
 use crate::ops::matmul::{MatmulScratch, grow, matmul, matmul_same_input};
 use crate::ops::norm::rms_norm;
 use crate::ops::rope::RopeTable;
-use crate::ops::swiglu;
+use crate::ops::{add_into, swiglu};
 
 /// Activations and work buffers, sized for the largest canvas seen and then reused.
 #[derive(Default)]
@@ -188,14 +186,6 @@ fn add_bias(x: &mut [f32], bias: &Option<Vec<f32>>) {
             }
         }
     }
-}
-
-fn add_into(x: &mut [f32], y: &[f32]) {
-    x.par_chunks_mut(16 * 1024).zip(y.par_chunks(16 * 1024)).for_each(|(x, y)| {
-        for (a, b) in x.iter_mut().zip(y) {
-            *a += b;
-        }
-    });
 }
 
 impl Forward for CpuModel {
