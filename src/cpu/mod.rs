@@ -24,8 +24,8 @@ mod vec_f32;
 pub use features::{Isa, active_isa, cpu_flags};
 pub use peak::int8_peak;
 pub use qgemm::{
-    CALL_COLS, CallShape, MAX_CALL_GROUPS, PACKED_ROW_GROUP, ROW_GROUP, dot_rows_q8_0, dot_rows_q8k, gemm_packed,
-    gemm_packed_q8_0, packed_call_shape,
+    CALL_COLS, MAX_CALL_GROUPS, PACKED_ROW_GROUP, ROW_GROUP, dot_rows_q8_0, dot_rows_q8k, gemm_packed,
+    gemm_packed_q8_0, packed_call_groups,
 };
 pub use vec_f32::{
     QUERY_TILE, Rows, dot_f32, dot_rows_f32, dot_rows_tile_f32, max_f32, softmax_scaled, sum_exp_f32, swiglu_f32,

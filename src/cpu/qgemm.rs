@@ -14,10 +14,19 @@ use crate::quant::{GgmlType, vec_dot};
 /// once for them).
 pub const ROW_GROUP: usize = 4;
 
-/// The most activation rows one `gemm_packed` call takes. Each kernel takes as many as its
-/// registers allow (`kernels`): the more rows an unpacked weight vector meets, the fewer
-/// instructions per multiply-add; the 256-bit kernels take them `ROW_GROUP` at a time.
-pub const PACKED_ROW_GROUP: usize = 10;
+/// The most activation rows one `gemm_packed` call takes: a multiple of every packed kernel's
+/// rows (`QUAD_ROWS`, `PAIR_ROWS`, `Q6_K_PAIR_ROWS`, `ROW_GROUP`), so that a call's rows go to
+/// whole kernel calls but for its last. Each kernel takes as many rows as its registers allow:
+/// the more rows an unpacked weight vector meets, the fewer instructions per multiply-add. A
+/// call per column block and 120 rows (two for a 148-row canvas) keeps the checks and dispatch
+/// off each kernel call, where they took 1-2% of a step.
+pub const PACKED_ROW_GROUP: usize = 120;
+
+/// The slice of `ahead` that the `i`th of `n` kernel calls prefetches: an equal share each.
+fn ahead_share(ahead: &[u8], i: usize, n: usize) -> &[u8] {
+    let share = ahead.len().div_ceil(n.max(1));
+    &ahead[(i * share).min(ahead.len())..((i + 1) * share).min(ahead.len())]
+}
 
 /// Calls the SIMD kernel `$m::$f::<R>` with the first R rows of `$acts`, R = `$acts.len()`,
 /// for each R in the list.
@@ -63,11 +72,12 @@ fn put_results<const W: usize>(out: &mut [[f32; CALL_COLS]], col: usize, results
 }
 
 /// The 256-bit packed kernel `$f` compiled for `$isa` on one group, `ROW_GROUP` rows a call;
-/// the first call spreads the prefetch of `$ahead` over its loop.
+/// each call spreads the prefetch of its share of `$ahead` over its loop.
 macro_rules! packed_x8 {
-    ($isa:expr, $f:ident, $w:expr, $acts:expr, $out:expr, $col:expr, $ahead:expr) => {
+    ($isa:expr, $f:ident, $w:expr, $acts:expr, $out:expr, $col:expr, $ahead:expr) => {{
+        let calls = $acts.len().div_ceil(ROW_GROUP);
         for (i, (a, o)) in $acts.chunks(ROW_GROUP).zip($out.chunks_mut(ROW_GROUP)).enumerate() {
-            let ahead: &[u8] = if i == 0 { $ahead } else { &[] };
+            let ahead = ahead_share($ahead, i, calls);
             match $isa {
                 Isa::Avx2 => packed_rows!(packed_avx2::$f, $w, a, o, $col, ahead, [1, 2, 3, 4]),
                 Isa::AvxVnni => packed_rows!(packed_avx_vnni::$f, $w, a, o, $col, ahead, [1, 2, 3, 4]),
@@ -75,18 +85,19 @@ macro_rules! packed_x8 {
                 Isa::Scalar => unreachable!("checked by check_packed"),
             }
         }
-    };
+    }};
 }
 
-/// The 512-bit kernel `$f` (`cpu::avx512`), `$rows` rows a call (R from the list); the first
-/// call spreads the prefetch of `$ahead` over its loop.
+/// The 512-bit kernel `$f` (`cpu::avx512`), `$rows` rows a call (R from the list); each call
+/// spreads the prefetch of its share of `$ahead` over its loop.
 macro_rules! packed_zmm {
-    ($f:ident, $rows:expr, [$($n:literal),*], $w:expr, $acts:expr, $out:expr, $col:expr, $ahead:expr) => {
+    ($f:ident, $rows:expr, [$($n:literal),*], $w:expr, $acts:expr, $out:expr, $col:expr, $ahead:expr) => {{
+        let calls = $acts.len().div_ceil($rows);
         for (i, (a, o)) in $acts.chunks($rows).zip($out.chunks_mut($rows)).enumerate() {
-            let ahead: &[u8] = if i == 0 { $ahead } else { &[] };
+            let ahead = ahead_share($ahead, i, calls);
             packed_rows!(avx512::$f, $w, a, o, $col, ahead, [$($n),*])
         }
-    };
+    }};
 }
 
 /// Groups one packed-kernel call takes at most (`gemm_packed`).
@@ -105,40 +116,30 @@ const PAIR_ROWS: usize = 8;
 
 /// Activation rows the sixteen-column Q6_K kernel takes at once: two sums a row (before and
 /// after scaling) leave room for ten, and each extra row shares the weights' loads and
-/// unpacking (5-7% faster than eight, measured).
+/// unpacking (5-7% faster than eight in one session's measurement, as fast in a later one:
+/// ten rows' pointers no longer fit in the general registers and are reloaded per group).
 const Q6_K_PAIR_ROWS: usize = 10;
 
-/// The packed kernels for `ty` on `isa` as (groups, rows) per call, widest first: four or two
-/// groups where the 512-bit kernels compute 32 or 16 columns at once, and always one (the
-/// 256-bit kernels, which take `ROW_GROUP` rows at a time: two such runs a call).
-fn kernels(isa: Isa, ty: GgmlType) -> &'static [(usize, usize)] {
-    const LONE: (usize, usize) = (1, 2 * ROW_GROUP);
+/// The groups per call of the packed kernels for `ty` on `isa`, widest first: four or two
+/// where the 512-bit kernels compute 32 or 16 columns at once, and always one (the 256-bit
+/// kernels).
+fn kernel_groups(isa: Isa, ty: GgmlType) -> &'static [usize] {
     match (isa, ty) {
-        (Isa::Avx512Vnni, GgmlType::Q4_K) => &[(4, QUAD_ROWS), (2, PAIR_ROWS), LONE],
-        (Isa::Avx512Vnni, GgmlType::Q6_K) => &[(2, Q6_K_PAIR_ROWS), LONE],
-        (Isa::Avx512Vnni, GgmlType::Q5_K | GgmlType::Q8_0) => &[(2, PAIR_ROWS), LONE],
-        _ => &[LONE],
+        (Isa::Avx512Vnni, GgmlType::Q4_K) => &[4, 2, 1],
+        (Isa::Avx512Vnni, GgmlType::Q5_K | GgmlType::Q6_K | GgmlType::Q8_0) => &[2, 1],
+        _ => &[1],
     }
 }
 
-/// How a product should cut its packed columns and rows into kernel calls.
-#[derive(Clone, Copy)]
-pub struct CallShape {
-    /// Adjacent groups per call.
-    pub groups: usize,
-    /// Activation rows per call.
-    pub rows: usize,
-}
-
-/// The call shape that feeds the widest packed kernel for `ty` on `isa` whole calls.
-pub fn packed_call_shape(isa: Isa, ty: GgmlType) -> CallShape {
-    let (groups, rows) = kernels(isa, ty)[0];
-    CallShape { groups, rows }
+/// The adjacent groups per `gemm_packed` call that feed the widest packed kernel for `ty` on
+/// `isa` whole calls.
+pub fn packed_call_groups(isa: Isa, ty: GgmlType) -> usize {
+    kernel_groups(isa, ty)[0]
 }
 
 /// How many of `left` groups the next kernel call takes: the widest kernel that fits.
 fn next_call_groups(isa: Isa, ty: GgmlType, left: usize) -> usize {
-    kernels(isa, ty).iter().map(|&(groups, _)| groups).find(|&g| g <= left).unwrap_or(1)
+    kernel_groups(isa, ty).iter().copied().find(|&g| g <= left).unwrap_or(1)
 }
 
 fn check<A>(isa: Isa, ty: GgmlType, w: &[u8], acts: &[&[A]], out: &[f32]) {
@@ -283,4 +284,20 @@ fn check_packed<A, O>(isa: Isa, block: usize, groups: &[u8], acts: &[&[A]], out:
     );
     assert!(acts.iter().all(|a| a.len() == acts[0].len()), "ragged packed operands");
     n_groups
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ahead_share;
+
+    #[test]
+    fn ahead_shares_cover_the_bytes_once_in_order() {
+        let bytes: Vec<u8> = (0..=255).collect();
+        for len in [0, 1, 5, 64, 256] {
+            for n in 1..=9 {
+                let joined: Vec<u8> = (0..n).flat_map(|i| ahead_share(&bytes[..len], i, n).to_vec()).collect();
+                assert_eq!(joined, &bytes[..len], "{len} bytes in {n} shares");
+            }
+        }
+    }
 }

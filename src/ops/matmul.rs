@@ -12,8 +12,8 @@ use rayon::prelude::*;
 use super::column_blocks::par_column_blocks;
 use crate::cpu::repack::{COLS, Packed};
 use crate::cpu::{
-    CALL_COLS, CallShape, Isa, PACKED_ROW_GROUP, ROW_GROUP, active_isa, dot_f32, dot_rows_q8_0, dot_rows_q8k,
-    gemm_packed, gemm_packed_q8_0, packed_call_shape,
+    CALL_COLS, Isa, PACKED_ROW_GROUP, ROW_GROUP, active_isa, dot_f32, dot_rows_q8_0, dot_rows_q8k, gemm_packed,
+    gemm_packed_q8_0, packed_call_groups,
 };
 use crate::quant::q8::{BlockQ8_0, BlockQ8K, quantize_q8_0, quantize_q8_k};
 use crate::quant::{DequantError, GgmlType, dequantize};
@@ -205,7 +205,7 @@ fn integer_matmul<A: Activations>(
     if let Some(packed) = w.packed.filter(|_| isa.is_x86_simd()) {
         let kernel =
             |g: &[u8], a: &[&[A]], o: &mut [[f32; CALL_COLS]], ahead: &[u8]| A::packed(isa, packed.ty, g, a, o, ahead);
-        packed_products(packed, packed_call_shape(isa, packed.ty), n_rows, acts, nb, kernel, out, n_out);
+        packed_products(packed, packed_call_groups(isa, packed.ty), n_rows, acts, nb, kernel, out, n_out);
         first_col = packed.n_groups * COLS;
     }
     if first_col < n_out {
@@ -218,11 +218,12 @@ fn integer_matmul<A: Activations>(
 
 /// `out[r][o] = dot(w[o], acts[r])` for the columns of the interleaved groups of a packed
 /// matrix (`out` row-major, `n_out` columns), through `kernel(groups, rows, results, bytes to
-/// prefetch)` (`call.rows` activation rows at a time), `call.groups` adjacent groups per task.
+/// prefetch)` (up to `PACKED_ROW_GROUP` activation rows a call), `call_groups` adjacent groups
+/// per task.
 #[allow(clippy::too_many_arguments)]
 fn packed_products<A: Sync>(
     packed: &Packed,
-    call: CallShape,
+    call_groups: usize,
     n_rows: usize,
     acts: &[A],
     nb: usize,
@@ -230,19 +231,20 @@ fn packed_products<A: Sync>(
     out: &mut [f32],
     n_out: usize,
 ) {
-    par_column_blocks(out, n_rows, n_out, packed.n_groups * COLS, call.groups * COLS).for_each(|mut block| {
+    par_column_blocks(out, n_rows, n_out, packed.n_groups * COLS, call_groups * COLS).for_each(|mut block| {
         let first_group = block.first_col() / COLS;
         let width = block.width();
         let groups = packed.groups(first_group..first_group + width / COLS);
         // The next block's weights (most often this thread's next task: rayon hands a thread
-        // adjacent blocks), a slice per row tile.
+        // adjacent blocks), a share per call.
         let next_start = (first_group + width / COLS).min(packed.n_groups);
-        let next = packed.groups(next_start..(next_start + call.groups).min(packed.n_groups));
-        let ahead = next.len().div_ceil(n_rows.div_ceil(call.rows));
+        let next = packed.groups(next_start..(next_start + call_groups).min(packed.n_groups));
+        let calls = n_rows.div_ceil(PACKED_ROW_GROUP);
+        let ahead = next.len().div_ceil(calls);
         let mut results = [[0f32; CALL_COLS]; PACKED_ROW_GROUP];
-        for (t, first) in (0..n_rows).step_by(call.rows).enumerate() {
-            let rows = call.rows.min(n_rows - first);
-            let mut group: [&[A]; PACKED_ROW_GROUP] = [&[]; PACKED_ROW_GROUP];
+        let mut group: [&[A]; PACKED_ROW_GROUP] = [&[]; PACKED_ROW_GROUP];
+        for (t, first) in (0..n_rows).step_by(PACKED_ROW_GROUP).enumerate() {
+            let rows = PACKED_ROW_GROUP.min(n_rows - first);
             for (i, slot) in group.iter_mut().enumerate().take(rows) {
                 *slot = &acts[(first + i) * nb..(first + i + 1) * nb];
             }
