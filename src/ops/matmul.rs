@@ -231,39 +231,43 @@ fn packed_products<A: Sync>(
     out: &mut [f32],
     n_out: usize,
 ) {
-    par_column_blocks(out, n_rows, n_out, packed.n_groups * COLS, call_groups * COLS).for_each(|mut block| {
-        let first_group = block.first_col() / COLS;
-        let width = block.width();
-        let groups = packed.groups(first_group..first_group + width / COLS);
-        // The next block's weights (most often this thread's next task: rayon hands a thread
-        // adjacent blocks), a share per call.
-        let next_start = (first_group + width / COLS).min(packed.n_groups);
-        let next = packed.groups(next_start..(next_start + call_groups).min(packed.n_groups));
-        let calls = n_rows.div_ceil(PACKED_ROW_GROUP);
-        let ahead = next.len().div_ceil(calls);
-        let mut results = [[0f32; CALL_COLS]; PACKED_ROW_GROUP];
-        let mut group: [&[A]; PACKED_ROW_GROUP] = [&[]; PACKED_ROW_GROUP];
-        for (t, first) in (0..n_rows).step_by(PACKED_ROW_GROUP).enumerate() {
-            let rows = PACKED_ROW_GROUP.min(n_rows - first);
-            for (i, slot) in group.iter_mut().enumerate().take(rows) {
-                *slot = &acts[(first + i) * nb..(first + i + 1) * nb];
-            }
-            kernel(
-                groups,
-                &group[..rows],
-                &mut results[..rows],
-                &next[(t * ahead).min(next.len())..((t + 1) * ahead).min(next.len())],
-            );
-            for (i, res) in results[..rows].iter().enumerate() {
-                match <&mut [f32; CALL_COLS]>::try_from(block.row_mut(first + i)) {
-                    // A whole call's columns: a fixed-size copy, inlined (a slice copy of a
-                    // run-time length is a memmove call per row and call).
-                    Ok(row) => *row = *res,
-                    Err(_) => block.row_mut(first + i).copy_from_slice(&res[..width]),
+    // The results buffer (15 KB) is set up once per rayon split, not zeroed for every block.
+    let results_buffer = || [[0f32; CALL_COLS]; PACKED_ROW_GROUP];
+    par_column_blocks(out, n_rows, n_out, packed.n_groups * COLS, call_groups * COLS).for_each_init(
+        results_buffer,
+        |results, mut block| {
+            let first_group = block.first_col() / COLS;
+            let width = block.width();
+            let groups = packed.groups(first_group..first_group + width / COLS);
+            // The next block's weights (most often this thread's next task: rayon hands a thread
+            // adjacent blocks), a share per call.
+            let next_start = (first_group + width / COLS).min(packed.n_groups);
+            let next = packed.groups(next_start..(next_start + call_groups).min(packed.n_groups));
+            let calls = n_rows.div_ceil(PACKED_ROW_GROUP);
+            let ahead = next.len().div_ceil(calls);
+            let mut group: [&[A]; PACKED_ROW_GROUP] = [&[]; PACKED_ROW_GROUP];
+            for (t, first) in (0..n_rows).step_by(PACKED_ROW_GROUP).enumerate() {
+                let rows = PACKED_ROW_GROUP.min(n_rows - first);
+                for (i, slot) in group.iter_mut().enumerate().take(rows) {
+                    *slot = &acts[(first + i) * nb..(first + i + 1) * nb];
+                }
+                kernel(
+                    groups,
+                    &group[..rows],
+                    &mut results[..rows],
+                    &next[(t * ahead).min(next.len())..((t + 1) * ahead).min(next.len())],
+                );
+                for (i, res) in results[..rows].iter().enumerate() {
+                    match <&mut [f32; CALL_COLS]>::try_from(block.row_mut(first + i)) {
+                        // A whole call's columns: a fixed-size copy, inlined (a slice copy of a
+                        // run-time length is a memmove call per row and call).
+                        Ok(row) => *row = *res,
+                        Err(_) => block.row_mut(first + i).copy_from_slice(&res[..width]),
+                    }
                 }
             }
-        }
-    });
+        },
+    );
 }
 
 /// `out_t[o][r] = dot(w[o], acts[r])` for the rows `o >= first_col` over quantized activations
