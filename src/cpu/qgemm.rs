@@ -22,8 +22,17 @@ pub const ROW_GROUP: usize = 4;
 /// off each kernel call, where they took 1-2% of a step.
 pub const PACKED_ROW_GROUP: usize = 120;
 
-/// The slice of `ahead` that the `i`th of `n` kernel calls prefetches: an equal share each.
-fn ahead_share(ahead: &[u8], i: usize, n: usize) -> &[u8] {
+const _: () = assert!(
+    PACKED_ROW_GROUP.is_multiple_of(QUAD_ROWS)
+        && PACKED_ROW_GROUP.is_multiple_of(PAIR_ROWS)
+        && PACKED_ROW_GROUP.is_multiple_of(Q6_K_PAIR_ROWS)
+        && PACKED_ROW_GROUP.is_multiple_of(ROW_GROUP),
+    "a packed call's rows go to whole kernel calls"
+);
+
+/// The slice of `ahead` (bytes to prefetch) that the `i`th of `n` calls asks for: an equal
+/// share each, in order.
+pub fn ahead_share(ahead: &[u8], i: usize, n: usize) -> &[u8] {
     let share = ahead.len().div_ceil(n.max(1));
     &ahead[(i * share).min(ahead.len())..((i + 1) * share).min(ahead.len())]
 }

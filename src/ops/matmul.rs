@@ -12,8 +12,8 @@ use rayon::prelude::*;
 use super::column_blocks::par_column_blocks;
 use crate::cpu::repack::{COLS, Packed};
 use crate::cpu::{
-    CALL_COLS, Isa, PACKED_ROW_GROUP, ROW_GROUP, active_isa, dot_f32, dot_rows_q8_0, dot_rows_q8k, gemm_packed,
-    gemm_packed_q8_0, packed_call_groups,
+    CALL_COLS, Isa, PACKED_ROW_GROUP, ROW_GROUP, active_isa, ahead_share, dot_f32, dot_rows_q8_0, dot_rows_q8k,
+    gemm_packed, gemm_packed_q8_0, packed_call_groups,
 };
 use crate::quant::q8::{BlockQ8_0, BlockQ8K, quantize_q8_0, quantize_q8_k};
 use crate::quant::{DequantError, GgmlType, dequantize};
@@ -231,11 +231,12 @@ fn packed_products<A: Sync>(
     out: &mut [f32],
     n_out: usize,
 ) {
-    // The results buffer (15 KB) is set up once per rayon split, not zeroed for every block.
-    let results_buffer = || [[0f32; CALL_COLS]; PACKED_ROW_GROUP];
+    // The results buffer (15 KB) and the call's row slices are set up once per rayon split,
+    // not for every block.
+    let buffers = || ([[0f32; CALL_COLS]; PACKED_ROW_GROUP], [&[][..]; PACKED_ROW_GROUP]);
     par_column_blocks(out, n_rows, n_out, packed.n_groups * COLS, call_groups * COLS).for_each_init(
-        results_buffer,
-        |results, mut block| {
+        buffers,
+        |(results, group), mut block| {
             let first_group = block.first_col() / COLS;
             let width = block.width();
             let groups = packed.groups(first_group..first_group + width / COLS);
@@ -244,19 +245,12 @@ fn packed_products<A: Sync>(
             let next_start = (first_group + width / COLS).min(packed.n_groups);
             let next = packed.groups(next_start..(next_start + call_groups).min(packed.n_groups));
             let calls = n_rows.div_ceil(PACKED_ROW_GROUP);
-            let ahead = next.len().div_ceil(calls);
-            let mut group: [&[A]; PACKED_ROW_GROUP] = [&[]; PACKED_ROW_GROUP];
             for (t, first) in (0..n_rows).step_by(PACKED_ROW_GROUP).enumerate() {
                 let rows = PACKED_ROW_GROUP.min(n_rows - first);
                 for (i, slot) in group.iter_mut().enumerate().take(rows) {
                     *slot = &acts[(first + i) * nb..(first + i + 1) * nb];
                 }
-                kernel(
-                    groups,
-                    &group[..rows],
-                    &mut results[..rows],
-                    &next[(t * ahead).min(next.len())..((t + 1) * ahead).min(next.len())],
-                );
+                kernel(groups, &group[..rows], &mut results[..rows], ahead_share(next, t, calls));
                 for (i, res) in results[..rows].iter().enumerate() {
                     match <&mut [f32; CALL_COLS]>::try_from(block.row_mut(first + i)) {
                         // A whole call's columns: a fixed-size copy, inlined (a slice copy of a
