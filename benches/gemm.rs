@@ -5,9 +5,9 @@
 //! Throughput is reported as items/s where one item is one multiply-add.
 
 use divan::counter::ItemsCount;
-use dllm::cpu::repack::{has_layout, pack};
+use dllm::cpu::kernels::repack::{has_layout, pack};
+use dllm::cpu::ops::matmul::{MatmulScratch, Matrix, matmul_on};
 use dllm::cpu::{Isa, int8_peak};
-use dllm::ops::matmul::{MatmulScratch, Matrix, matmul_on};
 use dllm::quant::GgmlType;
 
 fn main() {

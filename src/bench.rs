@@ -3,6 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
+pub use crate::cuda::GemmRate;
 use crate::model::ModelConfig;
 use crate::sampler::KvCacheMode;
 
@@ -101,16 +102,6 @@ pub struct BenchResult {
     /// On a GPU: the int8 GEMM alone on the model's projection shapes, at canvas sizes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gemm: Option<Vec<GemmRate>>,
-}
-
-/// One product's measured rate: weights of `ty`, `n_in` x `n_out`, against `rows` activation rows.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct GemmRate {
-    pub ty: String,
-    pub n_in: usize,
-    pub n_out: usize,
-    pub rows: usize,
-    pub macs_per_s: f64,
 }
 
 /// The README's GPU GEMM table: each GPU result's products as a fraction of the tensor cores'

@@ -1,5 +1,6 @@
 //! dllm: run diffusion language models (LLaDA, Dream) from GGUF files.
 
+#[cfg(feature = "app")]
 pub mod app;
 pub mod bench;
 pub mod chat;
@@ -8,10 +9,10 @@ pub mod cuda;
 pub mod demo;
 pub mod engine;
 pub mod export;
+pub mod forward;
 pub mod gguf;
 pub mod hub;
 pub mod model;
-pub mod ops;
 pub mod paths;
 pub mod quant;
 pub mod sampler;

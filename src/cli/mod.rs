@@ -57,7 +57,20 @@ pub fn main() -> anyhow::Result<()> {
                 Some(path) => Some(path),
                 None => dllm::demo::path().map_err(|e| eprintln!("dllm: {e}")).ok(),
             };
-            dllm::app::run(model)
+            open_app(model)
         }
     }
+}
+
+#[cfg(feature = "app")]
+fn open_app(model: Option<std::path::PathBuf>) -> anyhow::Result<()> {
+    dllm::app::run(model)
+}
+
+#[cfg(not(feature = "app"))]
+fn open_app(_model: Option<std::path::PathBuf>) -> anyhow::Result<()> {
+    anyhow::bail!(
+        "this dllm was built without the desktop app (cargo feature `app`); run a command instead, \
+         for example `dllm run -m MODEL.gguf \"your prompt\"` (see `dllm --help`)"
+    )
 }

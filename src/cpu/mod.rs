@@ -1,33 +1,11 @@
-//! CPU kernels: run-time dispatch to SIMD implementations of the quantized dot products,
-//! each checked against the scalar reference in `quant::vec_dot`, and of the f32 vector
-//! operations (`vec_f32`).
+//! The CPU backend: the forward pass's primitives (`backend`) over the operations in `ops`,
+//! which run on the SIMD kernels in `kernels`; the packed weights' cache file (`pack_cache`).
 
-#[cfg(target_arch = "x86_64")]
-mod avx2;
-#[cfg(target_arch = "x86_64")]
-mod avx2_f32;
-#[cfg(target_arch = "x86_64")]
-mod avx512;
-#[cfg(target_arch = "x86_64")]
-mod avx512_f32;
-mod features;
-#[cfg(target_arch = "x86_64")]
-pub(crate) mod int8_dot;
+mod backend;
+pub mod kernels;
+mod kv_cache;
+pub mod ops;
 pub mod pack_cache;
-mod peak;
-#[cfg(target_arch = "x86_64")]
-mod prefetch;
-mod qgemm;
-pub mod repack;
-mod vec_f32;
 
-pub use features::{Isa, active_isa, cpu_flags};
-pub use peak::int8_peak;
-pub use qgemm::{
-    CALL_COLS, MAX_CALL_GROUPS, PACKED_ROW_GROUP, ROW_GROUP, ahead_share, dot_rows_q8_0, dot_rows_q8k, gemm_packed,
-    gemm_packed_q8_0, packed_call_groups,
-};
-pub use vec_f32::{
-    QUERY_TILE, Rows, dot_f32, dot_rows_f32, dot_rows_tile_f32, max_f32, softmax_scaled, sum_exp_f32, swiglu_f32,
-    weighted_rows_f32, weighted_rows_tile_f32,
-};
+pub use backend::{CpuBackend, CpuMatrix, CpuModel};
+pub use kernels::{Isa, active_isa, cpu_flags, int8_peak};

@@ -21,7 +21,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread::JoinHandle;
 
-use super::repack::{Packed, PackedBytes, packed_len};
+use super::kernels::repack::{Packed, PackedBytes, packed_len};
 use crate::gguf::GgufFile;
 use crate::quant::GgmlType;
 

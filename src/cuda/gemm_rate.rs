@@ -7,8 +7,18 @@ use cudarc::driver::CudaContext;
 
 use super::linear::{GpuMatrix, QuantizedInput};
 use super::{CudaError, GpuInfo, Kernels};
-use crate::bench::GemmRate;
 use crate::quant::GgmlType;
+
+/// One product's measured rate: weights of `ty`, `n_in` x `n_out`, against `rows` activation
+/// rows (a part of `dllm bench`'s result files).
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize, PartialEq)]
+pub struct GemmRate {
+    pub ty: String,
+    pub n_in: usize,
+    pub n_out: usize,
+    pub rows: usize,
+    pub macs_per_s: f64,
+}
 
 /// Products timed per measurement, after one that warms up: enough that launch overhead and
 /// the host clock are small against the GPU time (even 128 x 4096 x 1024 takes ~10 us).

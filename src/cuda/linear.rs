@@ -23,7 +23,8 @@ pub(super) enum Activations {
     Float,
 }
 
-pub(super) struct GpuMatrix {
+/// A weight matrix on the GPU, in its GGUF blocks where a kernel reads them, else as f32.
+pub struct GpuMatrix {
     kernel: &'static str,
     pub(super) activations: Activations,
     pub(super) n_in: usize,

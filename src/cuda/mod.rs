@@ -1,20 +1,21 @@
-//! The CUDA backend: the same forward pass as `model::CpuModel`, on an NVIDIA GPU, with our own
+//! The CUDA backend: the forward pass's primitives (`forward::Backend`) on an NVIDIA GPU, with our own
 //! kernels (kernels/*.cu) compiled by NVRTC for the device found. cudarc loads the driver and
 //! NVRTC at run time, so the one binary runs on machines with no CUDA at all.
 
+mod backend;
 mod device;
 mod gemm_rate;
 mod kernels;
 mod launch;
 mod linear;
-mod model;
 mod peak;
 mod row_rule;
 
+pub use backend::{CudaBackend, CudaModel};
 pub use device::{Choice, Device, DeviceRequest, GpuInfo, MIN_COMPUTE, Probe, choose, probe};
-pub use gemm_rate::gemm_rates;
+pub use gemm_rate::{GemmRate, gemm_rates};
 pub use kernels::{ARCHS, KERNELS, Kernels, compile_ptx, nvrtc_present, source};
-pub use model::CudaModel;
+pub use linear::GpuMatrix;
 pub use peak::int8_peak;
 pub use row_rule::RowChooser;
 

@@ -10,10 +10,12 @@ use std::time::Instant;
 
 use super::EngineError;
 use crate::chat::{Message, render};
+use crate::cpu::CpuModel;
 use crate::cpu::pack_cache::CacheWrite;
 use crate::cuda::{CudaModel, Device, DeviceRequest, GpuInfo, choose, probe};
+use crate::forward::Forward;
 use crate::gguf::GgufFile;
-use crate::model::{CpuModel, Forward, ModelConfig, ModelError, Preparation};
+use crate::model::{ModelConfig, ModelError, Preparation};
 use crate::sampler::{GenerateParams, Generated, SpecialTokens, answer_ids, generate};
 use crate::summary::Summary;
 use crate::tokenizer::{EncodeOptions, Tokenizer};

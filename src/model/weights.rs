@@ -1,55 +1,124 @@
 //! The tensors of the LLaDA/Dream backbone, located in the GGUF file and checked once at load:
 //! present, of a supported type, of the expected shape. Matrices stay in the memory map;
-//! small vectors (norm weights, biases) are dequantized to f32.
+//! small vectors (norm weights, biases) are dequantized to f32. A backend maps these to its own
+//! forms (packed for the CPU kernels, uploaded to a GPU) with `Weights::try_map`.
 
-use std::sync::Arc;
-
-use crate::cpu::repack::Packed;
 use crate::gguf::{GgufFile, TensorInfo};
 use crate::model::{ModelConfig, ModelError};
-use crate::ops::matmul::Matrix;
-use crate::quant::dequantize;
+use crate::quant::{GgmlType, dequantize};
 
-/// Where a weight matrix lives in the file, and its interleaved copy when the CPU kernels
-/// use one.
-#[derive(Clone)]
+/// Where a weight matrix lives in the file: `n_out` rows of `n_in` values of type `ty`.
+#[derive(Debug, Clone)]
 pub struct MatrixRef {
-    pub ty: crate::quant::GgmlType,
+    pub ty: GgmlType,
     pub n_in: usize,
     pub n_out: usize,
     pub offset: usize,
     pub n_bytes: usize,
-    pub packed: Option<Arc<Packed>>,
 }
 
 impl MatrixRef {
-    pub fn view<'a>(&'a self, gguf: &'a GgufFile) -> Matrix<'a> {
-        let data = gguf.data_range(self.offset as u64, self.n_bytes as u64);
-        Matrix { ty: self.ty, n_in: self.n_in, n_out: self.n_out, data, packed: self.packed.as_deref() }
+    /// The matrix's bytes in the mapped file.
+    pub fn data<'a>(&self, gguf: &'a GgufFile) -> &'a [u8] {
+        gguf.data_range(self.offset as u64, self.n_bytes as u64)
+    }
+
+    pub fn row_bytes(&self) -> usize {
+        self.n_in / self.ty.block_size() * self.ty.type_size()
+    }
+
+    /// Dequantizes row `r` into `out` (length `n_in`): how both backends read the embeddings
+    /// of a canvas's tokens. `r` and the type were checked at load (`check_pass`, `locate`).
+    pub fn dequantize_row(&self, gguf: &GgufFile, r: usize, out: &mut [f32]) {
+        let rb = self.row_bytes();
+        dequantize(self.ty, &self.data(gguf)[r * rb..(r + 1) * rb], out).expect("weights validated at load");
     }
 }
 
-pub struct Layer {
-    pub attn_norm: Vec<f32>,
-    pub wq: MatrixRef,
-    pub wk: MatrixRef,
-    pub wv: MatrixRef,
-    pub wo: MatrixRef,
-    pub bq: Option<Vec<f32>>,
-    pub bk: Option<Vec<f32>>,
-    pub bv: Option<Vec<f32>>,
-    pub ffn_norm: Vec<f32>,
-    pub gate: MatrixRef,
-    pub up: MatrixRef,
-    pub down: MatrixRef,
+/// One transformer block's weights: matrices of type `M` and vectors of type `V`, as found in
+/// the file (`MatrixRef`, `Vec<f32>`) or as a backend holds them.
+pub struct Layer<M = MatrixRef, V = Vec<f32>> {
+    pub attn_norm: V,
+    pub wq: M,
+    pub wk: M,
+    pub wv: M,
+    pub wo: M,
+    pub bq: Option<V>,
+    pub bk: Option<V>,
+    pub bv: Option<V>,
+    pub ffn_norm: V,
+    pub gate: M,
+    pub up: M,
+    pub down: M,
 }
 
-pub struct Weights {
+pub struct Weights<M = MatrixRef, V = Vec<f32>> {
+    /// Read a row at a time from the mapped file, by every backend.
     pub token_embd: MatrixRef,
-    pub layers: Vec<Layer>,
-    pub output_norm: Vec<f32>,
+    pub layers: Vec<Layer<M, V>>,
+    pub output_norm: V,
     /// The LM head; the embedding matrix when the file ties them (no `output.weight`).
-    pub output: MatrixRef,
+    pub output: M,
+}
+
+impl<M, V> Layer<M, V> {
+    /// The block's matrices in the order every pass multiplies with them.
+    pub fn matrices(&self) -> [&M; 7] {
+        [&self.wq, &self.wk, &self.wv, &self.wo, &self.gate, &self.up, &self.down]
+    }
+
+    /// This block with each matrix and vector mapped; matrices are visited in `matrices` order.
+    pub fn try_map<M2, V2, E>(
+        &self,
+        matrix: &mut impl FnMut(&M) -> Result<M2, E>,
+        vector: &mut impl FnMut(&V) -> Result<V2, E>,
+    ) -> Result<Layer<M2, V2>, E> {
+        let mut optional = |v: &Option<V>| v.as_ref().map(&mut *vector).transpose();
+        let (bq, bk, bv) = (optional(&self.bq)?, optional(&self.bk)?, optional(&self.bv)?);
+        Ok(Layer {
+            wq: matrix(&self.wq)?,
+            wk: matrix(&self.wk)?,
+            wv: matrix(&self.wv)?,
+            wo: matrix(&self.wo)?,
+            gate: matrix(&self.gate)?,
+            up: matrix(&self.up)?,
+            down: matrix(&self.down)?,
+            attn_norm: vector(&self.attn_norm)?,
+            ffn_norm: vector(&self.ffn_norm)?,
+            bq,
+            bk,
+            bv,
+        })
+    }
+}
+
+impl<M, V> Weights<M, V> {
+    /// The matrices the forward pass multiplies with (not the embedding table, which is only
+    /// read row by row, unless it doubles as the LM head), in the order `try_map` visits them.
+    pub fn products(&self) -> impl Iterator<Item = &M> {
+        self.layers.iter().flat_map(Layer::matrices).chain(std::iter::once(&self.output))
+    }
+
+    /// These weights with each matrix and vector mapped (matrices in `products` order);
+    /// `progress` hears the fraction of the layers done.
+    pub fn try_map<M2, V2, E>(
+        &self,
+        mut matrix: impl FnMut(&M) -> Result<M2, E>,
+        mut vector: impl FnMut(&V) -> Result<V2, E>,
+        progress: &dyn Fn(f32),
+    ) -> Result<Weights<M2, V2>, E> {
+        let mut layers = Vec::with_capacity(self.layers.len());
+        for (i, layer) in self.layers.iter().enumerate() {
+            progress(i as f32 / self.layers.len() as f32);
+            layers.push(layer.try_map(&mut matrix, &mut vector)?);
+        }
+        Ok(Weights {
+            token_embd: self.token_embd.clone(),
+            layers,
+            output: matrix(&self.output)?,
+            output_norm: vector(&self.output_norm)?,
+        })
+    }
 }
 
 impl Weights {
@@ -77,14 +146,7 @@ impl Weights {
             if t.dims != [n_in as u64, n_out as u64] {
                 return Err(shape_err(t, vec![n_in, n_out]));
             }
-            Ok(MatrixRef {
-                ty: t.ty,
-                n_in,
-                n_out,
-                offset: t.offset as usize,
-                n_bytes: t.n_bytes as usize,
-                packed: None,
-            })
+            Ok(MatrixRef { ty: t.ty, n_in, n_out, offset: t.offset as usize, n_bytes: t.n_bytes as usize })
         };
         let vector = |name: &str, n: usize| -> Result<Vec<f32>, ModelError> {
             let t = find(name)?;
@@ -129,16 +191,5 @@ impl Weights {
             None => token_embd.clone(),
         };
         Ok(Weights { token_embd, layers, output_norm: vector("output_norm.weight", d)?, output })
-    }
-}
-
-impl Weights {
-    /// The matrices the forward pass multiplies with (not the embedding table, which is only
-    /// read row by row, unless it doubles as the LM head).
-    pub fn products_mut(&mut self) -> impl Iterator<Item = &mut MatrixRef> {
-        self.layers
-            .iter_mut()
-            .flat_map(|l| [&mut l.wq, &mut l.wk, &mut l.wv, &mut l.wo, &mut l.gate, &mut l.up, &mut l.down])
-            .chain(std::iter::once(&mut self.output))
     }
 }

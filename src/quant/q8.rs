@@ -52,37 +52,11 @@ fn nearest_int(x: f32) -> i32 {
     (shifted.to_bits() & 0x007f_ffff) as i32 - 0x0040_0000
 }
 
-/// `quantize_row_q8_K_ref`: the scale maps the value of largest magnitude to -127.
-pub fn quantize_q8_k(x: &[f32], out: &mut [BlockQ8K]) {
-    #[cfg(target_arch = "x86_64")]
-    match crate::cpu::active_isa() {
-        // SAFETY: the AVX-512 VNNI path needs AVX-512 F and BW, which `active_isa` checked.
-        crate::cpu::Isa::Avx512Vnni => return unsafe { quantize_q8_k_avx512(x, out) },
-        // SAFETY: every x86 SIMD path needs AVX2, which `active_isa` checked.
-        isa if isa.is_x86_simd() => return unsafe { quantize_q8_k_avx2(x, out) },
-        _ => {}
-    }
-    quantize_q8_k_portable(x, out)
-}
-
-/// `quantize_q8_k_portable` compiled for AVX-512 (as `quantize_q8_k_avx2`, 16 lanes).
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl")]
-unsafe fn quantize_q8_k_avx512(x: &[f32], out: &mut [BlockQ8K]) {
-    quantize_q8_k_portable(x, out)
-}
-
-/// `quantize_q8_k_portable` compiled for AVX2: the baseline x86-64 target has SSE2 only, and
-/// 8-wide vectors halve the time of a pass that is a third of a small product (Dream's 512-row
-/// K/V projections). Same code, so the same numbers bit for bit (tested).
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-unsafe fn quantize_q8_k_avx2(x: &[f32], out: &mut [BlockQ8K]) {
-    quantize_q8_k_portable(x, out)
-}
-
+/// `quantize_row_q8_K_ref`: the scale maps the value of largest magnitude to -127. Portable
+/// code, always inlined: `cpu::kernels::quantize_q8_k` compiles it for the SIMD paths (the
+/// baseline x86-64 target has SSE2 only), which gives the same numbers bit for bit (tested).
 #[inline(always)]
-fn quantize_q8_k_portable(x: &[f32], out: &mut [BlockQ8K]) {
+pub fn quantize_q8_k(x: &[f32], out: &mut [BlockQ8K]) {
     for (xb, y) in x.chunks_exact(QK_K).zip(out.iter_mut()) {
         // ggml keeps the first value of the largest magnitude (its sign sets the scale's);
         // found in two passes that vectorize: the magnitude, then the first value that has it
@@ -121,25 +95,10 @@ fn first_of_magnitude(x: &[f32], amax: f32) -> f32 {
     amax
 }
 
-/// ggml's x86 `quantize_row_q8_0` (the AVX form: scale 127/amax, round half to even).
-pub fn quantize_q8_0(x: &[f32], out: &mut [BlockQ8_0]) {
-    #[cfg(target_arch = "x86_64")]
-    if crate::cpu::active_isa().is_x86_simd() {
-        // SAFETY: as in `quantize_q8_k`.
-        return unsafe { quantize_q8_0_avx2(x, out) };
-    }
-    quantize_q8_0_portable(x, out)
-}
-
-/// `quantize_q8_0_portable` compiled for AVX2 (as `quantize_q8_k_avx2`).
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-unsafe fn quantize_q8_0_avx2(x: &[f32], out: &mut [BlockQ8_0]) {
-    quantize_q8_0_portable(x, out)
-}
-
+/// ggml's x86 `quantize_row_q8_0` (the AVX form: scale 127/amax, round half to even); portable
+/// and always inlined, as `quantize_q8_k`.
 #[inline(always)]
-fn quantize_q8_0_portable(x: &[f32], out: &mut [BlockQ8_0]) {
+pub fn quantize_q8_0(x: &[f32], out: &mut [BlockQ8_0]) {
     for (xb, y) in x.chunks_exact(QK).zip(out.iter_mut()) {
         let amax = xb.iter().fold(0f32, |m, v| m.max(v.abs()));
         let d = amax / 127.0;
@@ -182,7 +141,7 @@ mod tests {
     }
 
     #[test]
-    fn simd_quantizers_equal_the_portable_ones_and_keep_ggmls_first_maximum() {
+    fn q8_k_keeps_ggmls_first_maximum() {
         use rand::{Rng, SeedableRng};
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(9);
         for case in 0..64 {
@@ -192,47 +151,12 @@ mod tests {
             let sign = if case % 2 == 0 { 1.0 } else { -1.0 };
             (x[a], x[b]) = (4.0 * sign, -4.0 * sign);
             x[2 * QK_K..3 * QK_K].fill(0.0);
-            let mut portable = vec![BlockQ8K::default(); 4];
-            quantize_q8_k_portable(&x, &mut portable);
-            for (y, xb) in portable.iter().zip(x.chunks_exact(QK_K)) {
+            let mut blocks = vec![BlockQ8K::default(); 4];
+            quantize_q8_k(&x, &mut blocks);
+            for (y, xb) in blocks.iter().zip(x.chunks_exact(QK_K)) {
                 let max = first_of_largest_magnitude(xb);
                 let want = if max == 0.0 { 0.0 } else { 1.0 / (-127.0 / max) };
                 assert_eq!(y.d, want, "case {case}");
-            }
-            let mut portable_0 = vec![BlockQ8_0::default(); 4 * QK_K / QK];
-            quantize_q8_0_portable(&x, &mut portable_0);
-            #[cfg(target_arch = "x86_64")]
-            {
-                let same = |wide: &[BlockQ8K], what: &str| {
-                    for (w, p) in wide.iter().zip(&portable) {
-                        assert!(
-                            w.d.to_bits() == p.d.to_bits()
-                                && w.qs == p.qs
-                                && w.bsums == p.bsums
-                                && w.sub_sums == p.sub_sums,
-                            "{what}, case {case}"
-                        );
-                    }
-                };
-                if std::arch::is_x86_feature_detected!("avx2") {
-                    let mut wide = vec![BlockQ8K::default(); 4];
-                    let mut wide_0 = vec![BlockQ8_0::default(); 4 * QK_K / QK];
-                    // SAFETY: AVX2 checked just above.
-                    unsafe {
-                        quantize_q8_k_avx2(&x, &mut wide);
-                        quantize_q8_0_avx2(&x, &mut wide_0);
-                    }
-                    same(&wide, "avx2");
-                    for (w, p) in wide_0.iter().zip(&portable_0) {
-                        assert!(w.d.to_bits() == p.d.to_bits() && w.qs == p.qs, "case {case}");
-                    }
-                }
-                if crate::cpu::Isa::Avx512Vnni.is_available() {
-                    let mut wide = vec![BlockQ8K::default(); 4];
-                    // SAFETY: AVX-512 F, BW and VL checked just above.
-                    unsafe { quantize_q8_k_avx512(&x, &mut wide) };
-                    same(&wide, "avx512");
-                }
             }
         }
     }

@@ -12,7 +12,8 @@
 use super::dream;
 use super::llada::{Precision, choose_each, greedy_rule};
 use super::{Candidate, Denoiser, DreamAlg, KvCacheMode, SamplerError, keep_confident};
-use crate::model::{Family, Pass};
+use crate::forward::Pass;
+use crate::model::Family;
 
 /// How the masked positions of a block are committed at one step.
 #[derive(Clone, Copy)]

@@ -5,10 +5,9 @@
 
 use super::rows::{categorical, softmax_in_place};
 use super::{
-    Candidate, Denoiser, DreamAlg, GenerateParams, RowConfidence, RowRule, SamplerError, keep_confident,
-    top_k_by_confidence,
+    Candidate, Denoiser, DreamAlg, GenerateParams, RowRule, SamplerError, keep_confident, top_k_by_confidence,
 };
-use crate::model::Pass;
+use crate::forward::Pass;
 
 /// torch.linspace(start, end, n) in f32, as PyTorch's CPU kernel evaluates it: the first half
 /// counts up from `start`, the second half down from `end`.
@@ -91,12 +90,7 @@ pub(super) fn run_quota(d: &mut Denoiser) -> Result<(), SamplerError> {
 
 /// `sample_tokens` with the settings' temperature and filters and `alg`'s confidence.
 pub(super) fn rule(p: &GenerateParams, alg: DreamAlg) -> RowRule {
-    RowRule::Dream {
-        temperature: p.temperature,
-        top_p: p.top_p,
-        top_k: p.top_k,
-        confidence: RowConfidence::of_dream_alg(alg),
-    }
+    RowRule::Dream { temperature: p.temperature, top_p: p.top_p, top_k: p.top_k, confidence: alg.confidence() }
 }
 
 /// The `k` positions to commit: the most confident (alg_temp 0), or drawn without replacement

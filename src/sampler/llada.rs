@@ -5,7 +5,7 @@
 
 use super::rows::{argmax, softmax_prob, softmax_prob_f64};
 use super::{Candidate, Denoiser, GenerateParams, Remasking, RowRule, SamplerError, top_k_by_confidence};
-use crate::model::Pass;
+use crate::forward::Pass;
 
 pub(super) fn run(d: &mut Denoiser) -> Result<(), SamplerError> {
     let p = d.params;

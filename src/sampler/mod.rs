@@ -1,11 +1,11 @@
 //! The denoising loops: LLaDA's `generate()` and Dream's `diffusion_generate()`, ported step
-//! for step from the official code, over any backend that implements `model::Forward`.
+//! for step from the official code, over any model that implements `forward::Forward`.
 
 mod blocks;
 mod dream;
 mod llada;
 mod params;
-mod row_rule;
+mod row_choice;
 pub mod rows;
 
 use std::ops::Range;
@@ -15,9 +15,10 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
 
-use crate::model::{Family, Forward, ModelError, Pass};
+use crate::forward::{Forward, Pass, RowRule};
+use crate::model::{Family, ModelError};
 pub use params::{DreamAlg, GenerateParams, KvCacheMode, Remasking};
-pub use row_rule::{RowConfidence, RowRule, RuleScratch};
+pub use row_choice::{RuleScratch, choose_row};
 
 thread_local! {
     /// Each thread's work buffers for the row rules' filters, reused across rows and steps.
@@ -239,7 +240,8 @@ impl Denoiser<'_> {
                 .enumerate()
                 .map(|(r, row)| {
                     let u = uniforms.get(r).copied().unwrap_or(0.0);
-                    let (token, confidence) = RULE_SCRATCH.with_borrow_mut(|scratch| rule.choose(row, u, scratch));
+                    let (token, confidence) =
+                        RULE_SCRATCH.with_borrow_mut(|scratch| choose_row(&rule, row, u, scratch));
                     (token as u32, confidence)
                 })
                 .collect_into_vec(&mut chosen);

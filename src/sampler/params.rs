@@ -3,6 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::forward::RowConfidence;
 use crate::model::Family;
 
 /// LLaDA's remasking strategy: which masked positions to commit at each step.
@@ -30,6 +31,17 @@ pub enum DreamAlg {
     /// Fast-dLLM: a quota of steps/gen tokens per step, of which only the most confident and
     /// those whose probability reaches `threshold` are committed; the rest carry over.
     ConfidenceThreshold,
+}
+
+impl DreamAlg {
+    /// The confidence each alg ranks positions by.
+    pub fn confidence(self) -> RowConfidence {
+        match self {
+            DreamAlg::TopkMargin => RowConfidence::Margin,
+            DreamAlg::Entropy => RowConfidence::NegEntropy,
+            DreamAlg::Origin | DreamAlg::MaskgitPlus | DreamAlg::ConfidenceThreshold => RowConfidence::Probability,
+        }
+    }
 }
 
 /// Fast-dLLM's K/V caches. Both are approximations: the cached keys and values are those of

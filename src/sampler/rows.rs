@@ -1,7 +1,7 @@
 //! Reductions over one row of logits (a full vocabulary), written to follow PyTorch's
 //! definitions in the official samplers: first index on ties, f32 softmax.
 
-use crate::cpu::{active_isa, max_f32, sum_exp_f32};
+use crate::cpu::kernels::{active_isa, max_f32, sum_exp_f32};
 
 /// Index of the largest value; the first one on ties (torch.argmax). The maximum is found with
 /// SIMD, then its first position.

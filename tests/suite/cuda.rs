@@ -10,18 +10,21 @@ use std::sync::Arc;
 
 use common::{compare_logits, data, read_f32, read_i32};
 use cudarc::driver::{CudaContext, CudaSlice, CudaStream, LaunchConfig, PushKernelArg};
+use dllm::cpu::CpuModel;
+use dllm::cpu::ops::attention::{AttentionScratch, AttentionShape, attention};
+use dllm::cpu::ops::matmul::{MatmulScratch, Matrix, matmul};
+use dllm::cpu::ops::norm::rms_norm;
 use dllm::cuda::{
     ARCHS, CudaModel, GpuInfo, KERNELS, Kernels, MIN_COMPUTE, Probe, RowChooser, compile_ptx, nvrtc_present, probe,
 };
+use dllm::forward::RowConfidence;
+use dllm::forward::{Forward, Pass, RowRule};
 use dllm::gguf::GgufFile;
-use dllm::model::{CpuModel, Family, Forward, Pass, RopeStyle};
-use dllm::ops::attention::{AttentionScratch, AttentionShape, attention};
-use dllm::ops::matmul::{MatmulScratch, Matrix, matmul};
-use dllm::ops::norm::rms_norm;
-use dllm::ops::rope::RopeTable;
+use dllm::model::rope::RopeTable;
+use dllm::model::{Family, RopeStyle};
 use dllm::quant::GgmlType;
 use dllm::quant::q8::{BlockQ8_0, BlockQ8K, quantize_q8_0, quantize_q8_k};
-use dllm::sampler::{GenerateParams, RowConfidence, RowRule, RuleScratch, SpecialTokens, generate};
+use dllm::sampler::{GenerateParams, RuleScratch, SpecialTokens, choose_row, generate};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
@@ -299,7 +302,7 @@ fn norm_rope_swiglu_and_residual_kernels_match_the_cpu() {
 
     let (gate, up) = (random(&mut rng, 5000, 6.0), random(&mut rng, 5000, 2.0));
     let mut want = gate.clone();
-    dllm::ops::swiglu(&mut want, &up);
+    dllm::cpu::ops::swiglu(&mut want, &up);
     let (mut gd, ud) = (s.clone_htod(&gate).unwrap(), s.clone_htod(&up).unwrap());
     launch_elementwise(&g, "swiglu", &mut gd, &ud, 5000);
     // expf on the GPU is within 2 ulp of the CPU's.
@@ -382,7 +385,7 @@ fn row_rules_on_the_gpu_match_the_host_ones() {
         chooser.choose(s, &g.kernels, &mut on_gpu, n, vocab, &rule, &uniforms, &mut got).unwrap();
         assert_eq!(got.len(), n);
         for (r, row) in logits.chunks_exact(vocab).enumerate() {
-            let (token, want) = rule.choose(&mut row.to_vec(), uniforms[r], &mut scratch);
+            let (token, want) = choose_row(&rule, &mut row.to_vec(), uniforms[r], &mut scratch);
             assert_eq!(got[r].0 as usize, token, "{rule:?}, row {r}");
             // f32 sums of up to 152k terms in another order: ~1e-5 relative (f64: ~1e-13).
             let tolerance = 1e-4 * want.abs().max(1e-3);
@@ -480,12 +483,9 @@ fn greedy_decoding_on_the_gpu_follows_the_cpu() {
         let shift = cpu.config().shift_logits;
         let rule = match family {
             Family::Llada => RowRule::LladaGreedy { f64: false },
-            Family::Dream => RowRule::Dream {
-                temperature: 0.0,
-                top_p: None,
-                top_k: None,
-                confidence: RowConfidence::of_dream_alg(params.alg),
-            },
+            Family::Dream => {
+                RowRule::Dream { temperature: 0.0, top_p: None, top_k: None, confidence: params.alg.confidence() }
+            }
         };
         for (i, (a, b)) in on_gpu.iter().zip(&on_cpu).enumerate() {
             if a != b {
@@ -498,7 +498,7 @@ fn greedy_decoding_on_the_gpu_follows_the_cpu() {
                 let n_vocab = cpu.config().n_vocab;
                 let conf: Vec<f64> = logits
                     .chunks_exact(n_vocab)
-                    .map(|r| rule.choose(&mut r.to_vec(), 0.0, &mut RuleScratch::default()).1)
+                    .map(|r| choose_row(&rule, &mut r.to_vec(), 0.0, &mut RuleScratch::default()).1)
                     .collect();
                 assert!(
                     conf.len() == 2 && (conf[0] - conf[1]).abs() < 1e-3 * conf[0].abs().max(1.0),

@@ -8,8 +8,10 @@ use crate::common;
 use std::sync::Arc;
 
 use common::{data, f32_fixture, read_i32};
+use dllm::cpu::CpuModel;
+use dllm::forward::{Forward, Pass};
 use dllm::gguf::GgufFile;
-use dllm::model::{CpuModel, Family, Forward, Pass};
+use dllm::model::Family;
 use dllm::sampler::{DreamAlg, GenerateParams, KvCacheMode, SpecialTokens, generate};
 
 struct FastTrace {

@@ -2,13 +2,13 @@
 //! activations, for ragged shapes: row counts that are not a multiple of the row group, and
 //! widths of the real models (LLaDA 4096 / 12288, Dream 3584 / 18944).
 
-use dllm::cpu::repack::{has_layout, pack};
-use dllm::cpu::{
+use dllm::cpu::kernels::repack::{has_layout, pack};
+use dllm::cpu::kernels::{
     CALL_COLS, Isa, MAX_CALL_GROUPS, PACKED_ROW_GROUP, QUERY_TILE, ROW_GROUP, Rows, dot_f32, dot_rows_f32,
     dot_rows_q8_0, dot_rows_q8k, dot_rows_tile_f32, gemm_packed, gemm_packed_q8_0, max_f32, softmax_scaled,
     sum_exp_f32, swiglu_f32, weighted_rows_f32, weighted_rows_tile_f32,
 };
-use dllm::ops::matmul::{MatmulScratch, Matrix, matmul, matmul_on, matmul_same_input};
+use dllm::cpu::ops::matmul::{MatmulScratch, Matrix, matmul, matmul_on, matmul_same_input};
 use dllm::quant::blocks::{q4_k, q5_k, q6_k, q8_0};
 use dllm::quant::q8::{BlockQ8_0, BlockQ8K, quantize_q8_0, quantize_q8_k};
 use dllm::quant::{GgmlType, dequantize};

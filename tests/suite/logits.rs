@@ -6,8 +6,9 @@ use crate::common;
 use std::sync::Arc;
 
 use common::{compare_logits as compare, data, read_f32, read_i32};
+use dllm::cpu::CpuModel;
+use dllm::forward::Forward;
 use dllm::gguf::GgufFile;
-use dllm::model::{CpuModel, Forward};
 
 fn logits_of(model: &str, canvas: &str) -> (Vec<f32>, usize) {
     let gguf = Arc::new(GgufFile::open(data(&format!("models/{model}.gguf"))).unwrap());

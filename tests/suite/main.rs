@@ -4,7 +4,9 @@
 
 mod common;
 
+#[cfg(feature = "app")]
 mod app;
+mod architecture;
 mod bench_table;
 mod cli;
 mod cuda;
@@ -19,6 +21,7 @@ mod logits;
 mod pack_cache;
 mod sampler_options;
 mod session;
+#[cfg(feature = "app")]
 mod snapshots;
 mod tokenizer;
 mod traces;

@@ -8,9 +8,11 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use common::data;
+use dllm::cpu::CpuModel;
 use dllm::cpu::active_isa;
+use dllm::forward::Forward;
 use dllm::gguf::GgufFile;
-use dllm::model::{CpuModel, Forward, Preparation};
+use dllm::model::Preparation;
 
 /// A fresh folder in the temporary directory for one test.
 fn temp_dir(name: &str) -> PathBuf {

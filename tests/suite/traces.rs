@@ -4,7 +4,8 @@
 use crate::common;
 
 use common::{f32_fixture, manifest, read_i32};
-use dllm::model::{Family, Forward};
+use dllm::forward::Forward;
+use dllm::model::Family;
 use dllm::sampler::{GenerateParams, Generated, SpecialTokens, answer_ids, generate};
 
 struct Trace {

@@ -1,7 +1,9 @@
 //! Helpers shared by the integration tests: fixture paths and raw little-endian arrays.
 
+#[cfg(feature = "app")]
 pub mod harness;
 pub mod mock_hub;
+#[cfg(feature = "app")]
 pub mod soft_render;
 
 pub fn data(path: &str) -> String {
@@ -33,13 +35,13 @@ pub fn manifest() -> serde_json::Value {
 }
 
 /// The tiny random-weight F32 fixture of a family, the one every reference trace was made with.
-pub fn f32_fixture(family: dllm::model::Family) -> dllm::model::CpuModel {
+pub fn f32_fixture(family: dllm::model::Family) -> dllm::cpu::CpuModel {
     let file = match family {
         dllm::model::Family::Llada => "models/llada-tiny-F32.gguf",
         dllm::model::Family::Dream => "models/dream-tiny-F32.gguf",
     };
     let gguf = dllm::gguf::GgufFile::open(data(file)).unwrap();
-    dllm::model::CpuModel::load(std::sync::Arc::new(gguf)).unwrap()
+    dllm::cpu::CpuModel::load(std::sync::Arc::new(gguf)).unwrap()
 }
 
 /// How far logits are from a reference: largest absolute difference, that relative to the

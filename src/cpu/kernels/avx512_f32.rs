@@ -10,7 +10,7 @@
 use std::arch::x86_64::*;
 
 use super::avx2_f32;
-use super::vec_f32::Rows;
+use super::scalar_f32::Rows;
 
 /// The AVX2 kernels' two 8-lane accumulators from one 16-lane one: lanes 0..8 and 8..16 added,
 /// as `avx2_f32` adds its `acc0` and `acc1`.

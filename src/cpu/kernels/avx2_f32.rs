@@ -4,7 +4,7 @@
 
 use std::arch::x86_64::*;
 
-use super::vec_f32::Rows;
+use super::scalar_f32::Rows;
 
 #[target_feature(enable = "avx2,fma")]
 pub unsafe fn dot(a: &[f32], b: &[f32]) -> f32 {
@@ -310,5 +310,5 @@ pub unsafe fn swiglu(gate: &mut [f32], up: &[f32]) {
             _mm256_storeu_ps(g.add(i), _mm256_mul_ps(silu, _mm256_loadu_ps(u.add(i))));
         }
     }
-    super::vec_f32::swiglu_scalar(&mut gate[whole..], &up[whole..]);
+    super::scalar_f32::swiglu_scalar(&mut gate[whole..], &up[whole..]);
 }

@@ -76,7 +76,7 @@ mod tests {
     use rand_chacha::ChaCha8Rng;
 
     use super::*;
-    use crate::cpu::Isa;
+    use crate::cpu::kernels::Isa;
 
     #[target_feature(enable = "avx2")]
     fn load<T>(v: &[T]) -> __m256i {

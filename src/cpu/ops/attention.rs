@@ -4,7 +4,7 @@ use rayon::prelude::*;
 
 use super::column_blocks::par_column_blocks;
 use super::matmul::grow;
-use crate::cpu::{QUERY_TILE, Rows, active_isa, dot_rows_tile_f32, softmax_scaled, weighted_rows_tile_f32};
+use crate::cpu::kernels::{QUERY_TILE, Rows, active_isa, dot_rows_tile_f32, softmax_scaled, weighted_rows_tile_f32};
 
 /// Shapes of one attention call.
 #[derive(Clone, Copy)]

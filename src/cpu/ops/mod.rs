@@ -1,10 +1,9 @@
-//! The reference CPU operations of a forward pass.
+//! The CPU backend's operations of a forward pass, on the kernels of `cpu::kernels`.
 
 pub mod attention;
 mod column_blocks;
 pub mod matmul;
 pub mod norm;
-pub mod rope;
 
 use rayon::prelude::*;
 
@@ -15,10 +14,10 @@ const ELEMENTWISE_CHUNK: usize = 16 * 1024;
 /// `gate = silu(gate) * up`, elementwise, in parallel (one thread with libm's expf took 3% of
 /// a step).
 pub fn swiglu(gate: &mut [f32], up: &[f32]) {
-    let isa = crate::cpu::active_isa();
+    let isa = crate::cpu::kernels::active_isa();
     gate.par_chunks_mut(ELEMENTWISE_CHUNK)
         .zip(up.par_chunks(ELEMENTWISE_CHUNK))
-        .for_each(|(g, u)| crate::cpu::swiglu_f32(isa, g, u));
+        .for_each(|(g, u)| crate::cpu::kernels::swiglu_f32(isa, g, u));
 }
 
 /// `x += y`, elementwise, in parallel (the residual adds).

@@ -2,7 +2,7 @@
 
 use rayon::prelude::*;
 
-use crate::model::RopeStyle;
+use super::RopeStyle;
 
 /// cos/sin of every (position, frequency) pair, computed the way PyTorch's rotary modules do
 /// (f32 inverse frequencies `1 / base^(2i/d)`, f32 angles), so that logits match the goldens.

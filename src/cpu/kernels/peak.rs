@@ -64,7 +64,7 @@ fn scalar_chains(iters: u64) -> u64 {
 mod x86 {
     use std::arch::x86_64::*;
 
-    use crate::cpu::int8_dot::{Avx2Dot, AvxVnniDot, Int8Dot};
+    use crate::cpu::kernels::int8_dot::{Avx2Dot, AvxVnniDot, Int8Dot};
 
     /// 12 independent chains of the packed kernels' byte dot product (`Int8Dot::dot_u8i8`: on
     /// AVX2 vpmaddubsw + vpmaddwd + vpaddd, on VNNI one vpdpbusd), 32 multiply-adds each.

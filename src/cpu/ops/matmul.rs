@@ -10,12 +10,13 @@ use std::sync::Mutex;
 use rayon::prelude::*;
 
 use super::column_blocks::par_column_blocks;
-use crate::cpu::repack::{COLS, Packed};
-use crate::cpu::{
+use crate::cpu::kernels::repack::{COLS, Packed};
+use crate::cpu::kernels::{
     CALL_COLS, Isa, PACKED_ROW_GROUP, ROW_GROUP, active_isa, ahead_share, dot_f32, dot_rows_q8_0, dot_rows_q8k,
     gemm_packed, gemm_packed_q8_0, packed_call_groups,
 };
-use crate::quant::q8::{BlockQ8_0, BlockQ8K, quantize_q8_0, quantize_q8_k};
+use crate::cpu::kernels::{quantize_q8_0, quantize_q8_k};
+use crate::quant::q8::{BlockQ8_0, BlockQ8K};
 use crate::quant::{DequantError, GgmlType, dequantize};
 
 /// Weight rows dequantized together; a tile is reused against every activation row.

@@ -1,8 +1,11 @@
 //! f32 vector kernels of attention, of the f32/f16 weight products and of the feed-forward
-//! block: a dot product, `y += alpha * x`, a softmax and SwiGLU, on the chosen instruction set. The scalar forms here are the reference the
-//! SIMD ones are tested against.
+//! block: a dot product, `y += alpha * x`, a softmax and SwiGLU, on the chosen instruction set.
+//! The scalar forms here (and in `scalar_f32`) are the reference the SIMD ones are tested
+//! against.
 
 use super::Isa;
+pub use super::scalar_f32::Rows;
+use super::scalar_f32::swiglu_scalar;
 
 /// Whether `isa` runs the AVX-512 forms of the attention kernels (`cpu::avx512_f32`).
 #[cfg(target_arch = "x86_64")]
@@ -25,29 +28,6 @@ pub fn dot_f32(isa: Isa, a: &[f32], b: &[f32]) -> f32 {
         #[cfg(target_arch = "x86_64")]
         _ if runs_avx2(isa) => unsafe { super::avx2_f32::dot(a, b) },
         _ => dot_scalar(a, b),
-    }
-}
-
-/// Rows of a strided matrix: row j is `data[j * stride + offset..][..width]`.
-#[derive(Clone, Copy)]
-pub struct Rows<'a> {
-    pub data: &'a [f32],
-    pub stride: usize,
-    pub offset: usize,
-    pub width: usize,
-    pub count: usize,
-}
-
-impl Rows<'_> {
-    fn check(&self) {
-        assert!(
-            self.count == 0 || (self.count - 1) * self.stride + self.offset + self.width <= self.data.len(),
-            "rows past the end of their matrix"
-        );
-    }
-
-    pub(super) fn row(&self, j: usize) -> &[f32] {
-        &self.data[j * self.stride + self.offset..][..self.width]
     }
 }
 
@@ -220,12 +200,5 @@ pub fn swiglu_f32(isa: Isa, gate: &mut [f32], up: &[f32]) {
         #[cfg(target_arch = "x86_64")]
         _ if runs_avx2(isa) => unsafe { super::avx2_f32::swiglu(gate, up) },
         _ => swiglu_scalar(gate, up),
-    }
-}
-
-/// `swiglu_f32`'s reference (libm's expf).
-pub(super) fn swiglu_scalar(gate: &mut [f32], up: &[f32]) {
-    for (g, u) in gate.iter_mut().zip(up) {
-        *g = *g / (1.0 + (-*g).exp()) * u;
     }
 }

@@ -1,0 +1,323 @@
+//! The CPU backend: the forward pass's primitives (`forward::Backend`) over f32 activations,
+//! with the quantized products on the int8 kernels, and the load that readies the weights for
+//! them (packed in memory or mapped from the pack cache).
+
+use std::ops::Range;
+use std::path::Path;
+use std::sync::Arc;
+
+use super::kernels::active_isa;
+use super::kernels::repack::{COLS, Packed, has_layout, pack};
+use super::kv_cache::KvCache;
+use super::ops::attention::{AttentionScratch, AttentionShape, attention};
+use super::ops::matmul::{MatmulScratch, Matrix, grow, matmul, matmul_same_input};
+use super::ops::norm::rms_norm;
+use super::ops::{add_into, swiglu};
+use super::pack_cache::{CacheWrite, MatrixSpec, PackCache};
+use crate::forward::{Act, Backend, Keys, PassShape, Transformer};
+use crate::gguf::GgufFile;
+use crate::model::rope::RopeTable;
+use crate::model::weights::{MatrixRef, Weights};
+use crate::model::{ModelConfig, ModelError, Preparation};
+
+/// A model on the CPU.
+pub type CpuModel = Transformer<CpuBackend>;
+
+/// A weight matrix as the CPU kernels read it: in the mapped file, and its interleaved copy
+/// when the packed kernels use one.
+pub struct CpuMatrix {
+    pub at: MatrixRef,
+    pub packed: Option<Arc<Packed>>,
+}
+
+impl CpuMatrix {
+    pub fn view<'a>(&'a self, gguf: &'a GgufFile) -> Matrix<'a> {
+        let m = &self.at;
+        Matrix { ty: m.ty, n_in: m.n_in, n_out: m.n_out, data: m.data(gguf), packed: self.packed.as_deref() }
+    }
+}
+
+pub struct CpuBackend {
+    gguf: Arc<GgufFile>,
+    /// One buffer per `Act`, sized for the largest pass seen and then reused.
+    acts: [Vec<f32>; Act::COUNT],
+    positions: Vec<usize>,
+    rope: RopeTable,
+    matmul: MatmulScratch,
+    attention: AttentionScratch,
+    cache: KvCache,
+    prepared: Prepared,
+}
+
+/// How the weights were made ready for the kernels at load.
+struct Prepared {
+    how: Preparation,
+    /// The background write of a new cache file, while it has not been waited for.
+    cache_write: Option<CacheWrite>,
+}
+
+impl CpuModel {
+    pub fn load(gguf: Arc<GgufFile>) -> Result<CpuModel, ModelError> {
+        Self::load_with(gguf, None, &|_| {})
+    }
+
+    /// `load`, reporting the fraction of the weights prepared (repacked) so far to `progress`,
+    /// and with a `pack_cache` directory keeping the packed weights in a cache file there
+    /// (`cpu::pack_cache`): mapped from it when a valid one exists, else packed in memory and
+    /// written there in the background.
+    pub fn load_with(
+        gguf: Arc<GgufFile>,
+        pack_cache: Option<&Path>,
+        progress: &dyn Fn(f32),
+    ) -> Result<CpuModel, ModelError> {
+        let config = ModelConfig::from_gguf(&gguf)?;
+        let located = Weights::locate(&gguf, &config)?;
+        let (weights, prepared) = if active_isa().is_x86_simd() {
+            pack_for_kernels(&gguf, located, pack_cache, progress)
+        } else {
+            let weights = located.try_map(unpacked, |v| Ok::<_, ModelError>(v.clone()), &|_| {})?;
+            (weights, Prepared { how: Preparation::Mapped, cache_write: None })
+        };
+        progress(1.0);
+        let backend = CpuBackend {
+            gguf: gguf.clone(),
+            acts: Default::default(),
+            positions: Vec::new(),
+            rope: RopeTable::default(),
+            matmul: MatmulScratch::default(),
+            attention: AttentionScratch::default(),
+            cache: KvCache::default(),
+            prepared,
+        };
+        Ok(Transformer::new(gguf, config, weights, backend))
+    }
+
+    /// How the weights were prepared.
+    pub fn prepared(&self) -> &Preparation {
+        &self.backend().prepared.how
+    }
+
+    /// The background write of the pack cache file this load started, if any (to wait for it
+    /// before the process ends, since an unfinished one is thrown away).
+    pub fn take_pack_cache_write(&mut self) -> Option<CacheWrite> {
+        self.backend_mut().prepared.cache_write.take()
+    }
+}
+
+fn unpacked(m: &MatrixRef) -> Result<CpuMatrix, ModelError> {
+    Ok(CpuMatrix { at: m.clone(), packed: None })
+}
+
+/// Gives every Q4_K, Q5_K, Q6_K and Q8_0 product matrix its interleaved layout for the packed
+/// kernels: mapped from a valid cache file in `pack_cache`, or packed in memory (letting the OS
+/// drop the mapped pages it came from; the embedding table, read row by row, stays) and then,
+/// with a cache directory, written there in the background.
+fn pack_for_kernels(
+    gguf: &GgufFile,
+    weights: Weights,
+    pack_cache: Option<&Path>,
+    progress: &dyn Fn(f32),
+) -> (Weights<CpuMatrix>, Prepared) {
+    let embd_offset = weights.token_embd.offset;
+    let packs = |m: &MatrixRef| has_layout(m.ty) && m.n_out >= COLS;
+    let specs: Vec<MatrixSpec> = weights
+        .products()
+        .filter(|m| packs(m))
+        .map(|m| MatrixSpec { ty: m.ty, n_in: m.n_in, n_out: m.n_out, source_offset: m.offset as u64 })
+        .collect();
+    let cache = pack_cache.and_then(|dir| PackCache::for_model(dir, gguf, &specs));
+    let from_cache = cache.as_ref().and_then(|c| c.read(&specs));
+    let reading_cache = from_cache.is_some();
+    let packed_all: Vec<Arc<Packed>> = match from_cache {
+        Some(packed) => packed.into_iter().map(Arc::new).collect(),
+        None => {
+            let total: usize = weights.products().filter(|m| packs(m)).map(|m| m.n_bytes).sum();
+            let mut done = 0;
+            let mut packed_all = Vec::with_capacity(specs.len());
+            for m in weights.products().filter(|m| packs(m)) {
+                let row_bytes = (m.n_bytes / m.n_out) as u64;
+                let (offset, shared_with_embedding) = (m.offset as u64, m.offset == embd_offset);
+                let packed = pack(m.ty, m.data(gguf), m.n_in, m.n_out, |rows| {
+                    if !shared_with_embedding {
+                        gguf.release(offset + rows.start as u64 * row_bytes, rows.len() as u64 * row_bytes);
+                    }
+                    done += rows.len() * row_bytes as usize;
+                    progress(done as f32 / total as f32);
+                });
+                packed_all.push(Arc::new(packed));
+            }
+            packed_all
+        }
+    };
+    // `try_map` visits the matrices in `products` order, the order they were packed in.
+    let mut next = packed_all.iter().cloned();
+    let matrix = |m: &MatrixRef| {
+        let packed = if packs(m) { next.next() } else { None };
+        Ok::<_, std::convert::Infallible>(CpuMatrix { at: m.clone(), packed })
+    };
+    let mapped = weights.try_map(matrix, |v| Ok(v.clone()), &|_| {});
+    let Ok(mapped) = mapped;
+    let prepared = match cache {
+        Some(cache) if reading_cache => {
+            Prepared { how: Preparation::FromPackCache(cache.path().to_path_buf()), cache_write: None }
+        }
+        Some(cache) => Prepared {
+            how: Preparation::PackedWritingCache(cache.path().to_path_buf()),
+            cache_write: Some(cache.write_in_background(packed_all)),
+        },
+        None => Prepared { how: Preparation::PackedInMemory, cache_write: None },
+    };
+    (mapped, prepared)
+}
+
+impl CpuBackend {
+    /// The buffers of two different roles, the first to read and the second to write.
+    fn pair(&mut self, read: Act, write: Act) -> (&[f32], &mut Vec<f32>) {
+        let [r, w] = self.acts.get_disjoint_mut([read as usize, write as usize]).expect("two different roles");
+        (r, w)
+    }
+}
+
+impl Backend for CpuBackend {
+    type Matrix = CpuMatrix;
+    type Vector = Vec<f32>;
+
+    fn begin_pass(&mut self, c: &ModelConfig, shape: &PassShape) -> Result<(), ModelError> {
+        let (n, d) = (shape.window.len(), c.n_embd);
+        grow(&mut self.acts[Act::X as usize], n * d);
+        grow(&mut self.acts[Act::H as usize], n * d.max(c.n_ff));
+        grow(&mut self.acts[Act::Att as usize], n * d);
+        self.positions.clear();
+        self.positions.extend(shape.window.clone());
+        self.rope.prepare(shape.len, c.rope_dims, c.rope_base);
+        Ok(())
+    }
+
+    fn embed(&mut self, gguf: &GgufFile, table: &MatrixRef, tokens: &[u32]) -> Result<(), ModelError> {
+        for (row, &id) in self.acts[Act::X as usize].chunks_exact_mut(table.n_in).zip(tokens) {
+            table.dequantize_row(gguf, id as usize, row);
+        }
+        Ok(())
+    }
+
+    fn rms_norm(
+        &mut self,
+        input: Act,
+        weight: &Vec<f32>,
+        output: Act,
+        rows: usize,
+        eps: f32,
+    ) -> Result<(), ModelError> {
+        let n = rows * weight.len();
+        let (x, out) = self.pair(input, output);
+        rms_norm(&x[..n], weight, eps, &mut out[..n]);
+        Ok(())
+    }
+
+    fn rms_norm_rows(&mut self, rows: &[usize], weight: &Vec<f32>, eps: f32) -> Result<(), ModelError> {
+        let d = weight.len();
+        let (x, head) = self.pair(Act::X, Act::Head);
+        grow(head, rows.len() * d);
+        for (&r, out) in rows.iter().zip(head.chunks_exact_mut(d)) {
+            rms_norm(&x[r * d..(r + 1) * d], weight, eps, out);
+        }
+        Ok(())
+    }
+
+    fn linear(
+        &mut self,
+        w: &CpuMatrix,
+        input: Act,
+        output: Act,
+        rows: usize,
+        same_input: bool,
+    ) -> Result<(), ModelError> {
+        let gguf = self.gguf.clone();
+        let m = w.view(&gguf);
+        let [x, out] = self.acts.get_disjoint_mut([input as usize, output as usize]).expect("two different roles");
+        grow(out, rows * m.n_out);
+        let product = if same_input { matmul_same_input } else { matmul };
+        product(&x[..rows * m.n_in], rows, &m, &mut out[..rows * m.n_out], &mut self.matmul);
+        Ok(())
+    }
+
+    fn add_bias(&mut self, x: Act, bias: &Vec<f32>, rows: usize) -> Result<(), ModelError> {
+        for row in self.acts[x as usize][..rows * bias.len()].chunks_exact_mut(bias.len()) {
+            for (v, b) in row.iter_mut().zip(bias) {
+                *v += b;
+            }
+        }
+        Ok(())
+    }
+
+    fn rope(&mut self, c: &ModelConfig, x: Act, rows: usize, n_heads: usize, first: usize) -> Result<(), ModelError> {
+        debug_assert_eq!(self.positions.first(), Some(&first));
+        let values = &mut self.acts[x as usize][..rows * n_heads * c.head_dim];
+        self.rope.apply(values, &self.positions[..rows], c.head_dim, c.rope_style);
+        Ok(())
+    }
+
+    fn attention(&mut self, c: &ModelConfig, keys: Keys, rows: usize, n_keys: usize) -> Result<(), ModelError> {
+        let (d, kv) = (c.n_embd, c.n_head_kv * c.head_dim);
+        let (k, v) = match keys {
+            Keys::Fresh => (Act::K, Act::V),
+            Keys::Assembled => (Act::AllK, Act::AllV),
+        };
+        let [q, k, v, out] = self
+            .acts
+            .get_disjoint_mut([Act::Q as usize, k as usize, v as usize, Act::Att as usize])
+            .expect("four different roles");
+        let shape =
+            AttentionShape { n_rows: rows, n_keys, n_head: c.n_head, n_head_kv: c.n_head_kv, head_dim: c.head_dim };
+        attention(
+            &q[..rows * d],
+            &k[..n_keys * kv],
+            &v[..n_keys * kv],
+            shape,
+            &mut out[..rows * d],
+            &mut self.attention,
+        );
+        Ok(())
+    }
+
+    fn swiglu(&mut self, n: usize) -> Result<(), ModelError> {
+        let (up, gate) = self.pair(Act::Up, Act::Gate);
+        swiglu(&mut gate[..n], &up[..n]);
+        Ok(())
+    }
+
+    fn add_into(&mut self, x: Act, y: Act, n: usize) -> Result<(), ModelError> {
+        let (y, x) = self.pair(y, x);
+        add_into(&mut x[..n], &y[..n]);
+        Ok(())
+    }
+
+    fn cache_store(&mut self, layer: usize, n_layer: usize, len: usize, kv: usize) -> Result<(), ModelError> {
+        let (k, v) = (&self.acts[Act::K as usize][..len * kv], &self.acts[Act::V as usize][..len * kv]);
+        self.cache.store(layer, n_layer, k, v);
+        Ok(())
+    }
+
+    fn cache_assemble(&mut self, layer: usize, window: &Range<usize>, len: usize, kv: usize) -> Result<(), ModelError> {
+        let n = window.len() * kv;
+        let [k, v, all_k, all_v] = self
+            .acts
+            .get_disjoint_mut([Act::K as usize, Act::V as usize, Act::AllK as usize, Act::AllV as usize])
+            .expect("four different roles");
+        grow(all_k, len * kv);
+        grow(all_v, len * kv);
+        let fresh = (&k[..n], &v[..n]);
+        self.cache.assemble(layer, window, kv, fresh, &mut all_k[..len * kv], &mut all_v[..len * kv]);
+        Ok(())
+    }
+
+    fn logits_to_host(&mut self, n: usize, out: &mut Vec<f32>) -> Result<(), ModelError> {
+        // The buffers trade places: the caller's next pass hands this one back, so neither the
+        // copy nor an allocation happens in a steady state.
+        let logits = &mut self.acts[Act::Logits as usize];
+        grow(logits, n);
+        std::mem::swap(logits, out);
+        out.truncate(n);
+        Ok(())
+    }
+}
