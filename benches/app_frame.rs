@@ -20,7 +20,8 @@ fn harness_with_a_600_position_run() -> Harness<'static, DllmApp> {
     let mut h =
         Harness::builder().with_size([1400.0, 1000.0]).allow_missing_glyphs().build_eframe(|cc| DllmApp::new(cc, None));
     h.state_mut().settings.pack_cache = false;
-    h.state_mut().load(format!("{}/tests/data/models/llada-tiny-Q8_0.gguf", env!("CARGO_MANIFEST_DIR")).into());
+    let ctx = h.ctx.clone();
+    h.state_mut().load(format!("{}/tests/data/models/llada-tiny-Q8_0.gguf", env!("CARGO_MANIFEST_DIR")).into(), &ctx);
     wait_for(&mut h, "the fixture to load", |a| !a.is_loading());
     {
         let app = h.state_mut();
@@ -29,7 +30,7 @@ fn harness_with_a_600_position_run() -> Harness<'static, DllmApp> {
         // 18 blocks of 32, two steps each: a long canvas without a long wait.
         (p.gen_length, p.block_length, p.steps) = (576, 32, 36);
     }
-    h.state_mut().generate();
+    h.state_mut().generate(&ctx);
     wait_for(&mut h, "the run", |a| a.run.as_ref().is_some_and(|r| r.finished.is_some()) || a.error.is_some());
     assert!(h.state().error.is_none(), "{:?}", h.state().error);
     let positions = h.state().canvas_cells().len();

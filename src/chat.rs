@@ -18,7 +18,7 @@ impl Message {
     }
 }
 
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 #[error("the model's chat template failed: {0}; use raw mode to send the prompt as it is")]
 pub struct TemplateError(String);
 

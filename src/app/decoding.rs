@@ -51,8 +51,10 @@ impl Mode {
     }
 }
 
-pub fn ui(ui: &mut egui::Ui, family: Family, p: &mut GenerateParams) {
-    let mut mode = Mode::of(p);
+/// The mode picker (and a warning when the mode approximates); the mode chosen, if changed.
+pub fn ui(ui: &mut egui::Ui, p: &GenerateParams) -> Option<Mode> {
+    let current = Mode::of(p);
+    let mut mode = current;
     let tip = "Exact: the model's official sampler, a fixed number of steps.\n\
         Fast: each step commits every masked position of the current block the model is sure of \
         (probability at least the threshold), at least one; same model outputs, fewer steps.\n\
@@ -70,16 +72,7 @@ pub fn ui(ui: &mut egui::Ui, family: Family, p: &mut GenerateParams) {
         .response
         .labelled_by(label.id)
         .on_hover_text(tip);
-    if mode != Mode::of(p) {
-        mode.apply(family, p);
-    }
     ui.end_row();
-    if let Some(t) = p.threshold.as_mut() {
-        let tip = "Commit every position whose top probability is at least this. Lower: fewer steps, more mistakes.";
-        let label = ui.label("threshold").on_hover_text(tip);
-        ui.add(egui::DragValue::new(t).range(0.01..=1.0).speed(0.01)).labelled_by(label.id).on_hover_text(tip);
-        ui.end_row();
-    }
     if p.cache != KvCacheMode::None {
         ui.label("");
         ui.colored_label(
@@ -88,4 +81,5 @@ pub fn ui(ui: &mut egui::Ui, family: Family, p: &mut GenerateParams) {
         );
         ui.end_row();
     }
+    (mode != current).then_some(mode)
 }

@@ -1,11 +1,13 @@
 //! The desktop app: a thin egui front end over `engine::Session`. The engine runs on its own
 //! thread; the window drains its step events once per frame and paints the canvas.
 
+mod action;
 mod canvas;
 mod chart;
 mod decoding;
 mod device;
 mod download;
+mod params_ui;
 mod run_view;
 mod settings;
 
@@ -16,14 +18,15 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use egui::RichText;
 use poll_promise::Promise;
 
+pub use action::Action;
+pub use decoding::Mode;
 pub use download::DownloadPanel;
 pub use run_view::RunView;
 pub use settings::Settings;
 
 use crate::engine::{EngineError, Prompt, Session};
 use crate::export::{RunRecord, html_page};
-use crate::model::Family;
-use crate::sampler::{DreamAlg, Remasking};
+use crate::sampler::DecodingPlan;
 
 /// Opens the window; `model` starts loading at once.
 pub fn run(model: Option<PathBuf>) -> anyhow::Result<()> {
@@ -60,6 +63,14 @@ pub struct DllmApp {
     pub measured: Measured,
     /// Where the last replay page went (or why it did not).
     pub replay_saved: Option<String>,
+    /// What the user asked for while this frame was drawn, applied after it.
+    actions: Vec<Action>,
+    /// The file dialog, open on its own thread.
+    picking: Option<Promise<Option<PathBuf>>>,
+    /// The models in the Hugging Face cache (repository, file), as last scanned, and a scan in
+    /// progress on its own thread.
+    pub downloaded: Vec<(String, PathBuf)>,
+    scanning: Option<Promise<Vec<(String, PathBuf)>>>,
 }
 
 /// A model loading on its own thread.
@@ -101,24 +112,96 @@ impl DllmApp {
             prompt_len: None,
             measured: Measured::default(),
             replay_saved: None,
+            actions: Vec::new(),
+            picking: None,
+            downloaded: Vec::new(),
+            scanning: None,
         };
         if let Some(path) = model {
-            app.load(path);
+            app.load(path, &cc.egui_ctx);
         }
         app
     }
 
-    /// Starts loading a model in the background.
-    pub fn load(&mut self, path: PathBuf) {
+    /// Starts loading a model in the background. The run in progress is cancelled and the
+    /// current model let go at once (its worker frees it after its step, without the window
+    /// waiting), so that two models never need memory at the same time.
+    pub fn load(&mut self, path: PathBuf, ctx: &egui::Context) {
         self.error = None;
+        self.stop();
+        self.run = None;
+        self.session = None;
         let options = self.settings.load_options();
         let p = path.clone();
         let progress = Arc::new(AtomicU32::new(0));
         let written = progress.clone();
+        let ctx = ctx.clone();
         let session = Promise::spawn_thread("dllm-load", move || {
-            Session::load_with_progress(&p, options, &|f| written.store(f.to_bits(), Ordering::Relaxed))
+            let loaded = Session::load_with_progress(&p, options, &|f| {
+                written.store(f.to_bits(), Ordering::Relaxed);
+                ctx.request_repaint();
+            });
+            ctx.request_repaint();
+            loaded
         });
         self.loading = Some(Loading { path, session, progress });
+    }
+
+    /// Records an action for after this frame (what the drawing code does instead of acting).
+    pub fn act(&mut self, action: Action) {
+        self.actions.push(action);
+    }
+
+    /// Applies one action.
+    pub fn apply(&mut self, action: Action, ctx: &egui::Context) {
+        match action {
+            Action::Load(path) => {
+                self.model_path = path.display().to_string();
+                self.load(path, ctx);
+            }
+            Action::PickFile if self.picking.is_none() => {
+                let ctx = ctx.clone();
+                self.picking = Some(Promise::spawn_thread("dllm-file-dialog", move || {
+                    let picked = rfd::FileDialog::new().add_filter("GGUF model", &["gguf"]).pick_file();
+                    ctx.request_repaint();
+                    picked
+                }));
+            }
+            Action::PickFile => {}
+            Action::Reload => {
+                if let Some(path) = self.session.as_ref().map(|s| s.info().path.clone()) {
+                    self.load(path, ctx);
+                }
+            }
+            Action::ScanDownloads if self.scanning.is_none() => {
+                let (hub, ctx) = (self.hub(), ctx.clone());
+                self.scanning = Some(Promise::spawn_thread("dllm-hub-scan", move || {
+                    let found = hub.downloaded();
+                    ctx.request_repaint();
+                    found
+                }));
+            }
+            Action::ScanDownloads => {}
+            Action::Generate => self.generate(ctx),
+            Action::Stop => self.stop(),
+            Action::SetParam(param, value) => {
+                let Some(session) = &self.session else { return };
+                if let Err(e) = self.settings.params_mut(session.info()).set(param, value) {
+                    self.error = Some(e.to_string());
+                }
+            }
+            Action::SetDecodingMode(mode) => {
+                let Some(session) = &self.session else { return };
+                let family = session.info().config.family;
+                mode.apply(family, self.settings.params_mut(session.info()));
+            }
+            Action::ReplayStep(step) => self.replay_step = Some(step),
+            Action::SaveReplay => {
+                if let (Some(run), Some(session)) = (&self.run, &self.session) {
+                    self.replay_saved = Some(self.save_replay(run, session));
+                }
+            }
+        }
     }
 
     /// The hub endpoint and cache downloads use (the setting, else the environment).
@@ -137,10 +220,9 @@ impl DllmApp {
         self.loading.is_some()
     }
 
-    /// Why the current settings cannot run, before running.
-    pub fn settings_problem(&mut self) -> Option<String> {
+    /// The engine's plan for the current settings and prompt, or why they cannot run.
+    pub fn plan(&mut self) -> Option<Result<DecodingPlan, EngineError>> {
         let session = self.session.as_ref()?;
-        let c = &session.info().config;
         let (text, raw) = (&self.settings.prompt, self.settings.raw_prompt);
         let prompt_len = match &self.prompt_len {
             Some((t, r, n)) if t == text && *r == raw => *n,
@@ -150,7 +232,12 @@ impl DllmApp {
                 n
             }
         };
-        self.settings.params(session.info()).validate(c.family, prompt_len, c.context_length).err()
+        Some(session.plan(self.settings.params(session.info()), prompt_len))
+    }
+
+    /// Why the current settings cannot run, before running.
+    pub fn settings_problem(&mut self) -> Option<String> {
+        self.plan()?.err().map(|e| e.to_string())
     }
 
     fn prompt(&self) -> Prompt {
@@ -161,19 +248,14 @@ impl DllmApp {
         }
     }
 
-    pub fn generate(&mut self) {
+    pub fn generate(&mut self, ctx: &egui::Context) {
         self.replay_saved = None;
         let Some(session) = &self.session else { return };
         let params = self.settings.params(session.info()).clone();
+        let ctx = ctx.clone();
         let started = session.prompt_ids(&self.prompt()).and_then(|ids| {
-            let generation = session.generate(ids.clone(), params.clone())?;
-            // Threshold decoding takes a data-dependent number of steps: at most one per token,
-            // plus one step per block that commits nothing (see sampler::blocks).
-            let most_steps = match params.threshold {
-                Some(_) => params.gen_length + params.gen_length / params.block_length.max(1),
-                None => params.steps,
-            };
-            Ok(RunView::new(generation, &ids, params.gen_length, most_steps, session.info().special.mask))
+            let generation = session.generate_notifying(ids, params, move || ctx.request_repaint())?;
+            RunView::new(generation, session.info().special.mask)
         });
         match started {
             Ok(run) => {
@@ -191,7 +273,8 @@ impl DllmApp {
         }
     }
 
-    /// Polls the loader and the engine; called at the start of every frame.
+    /// Takes what the background work has sent (each piece asks for a repaint when it sends,
+    /// so nothing here polls on a timer); called at the start of every frame.
     fn poll(&mut self, ctx: &egui::Context) {
         if let Some(Loading { path, session, progress }) = self.loading.take() {
             match session.try_take() {
@@ -207,10 +290,7 @@ impl DllmApp {
                     self.run = None;
                 }
                 Ok(Err(e)) => self.error = Some(e.to_string()),
-                Err(session) => {
-                    self.loading = Some(Loading { path, session, progress });
-                    ctx.request_repaint_after(std::time::Duration::from_millis(50));
-                }
+                Err(session) => self.loading = Some(Loading { path, session, progress }),
             }
         }
         if let Some(run) = &mut self.run {
@@ -220,19 +300,27 @@ impl DllmApp {
             if let Some(e) = run.failed.take() {
                 self.error = Some(e);
             }
-            if run.is_running() {
-                ctx.request_repaint_after(std::time::Duration::from_millis(16));
+        }
+        if let Some(picking) = self.picking.take() {
+            match picking.try_take() {
+                Ok(Some(path)) => self.act(Action::Load(path)),
+                Ok(None) => {}
+                Err(picking) => self.picking = Some(picking),
+            }
+        }
+        if let Some(scanning) = self.scanning.take() {
+            match scanning.try_take() {
+                Ok(found) => self.downloaded = found,
+                Err(scanning) => self.scanning = Some(scanning),
             }
         }
         if let Some(path) = self.download.poll(ctx) {
-            self.model_path = path.display().to_string();
-            self.load(path);
+            self.act(Action::Load(path));
         }
         let dropped: Vec<PathBuf> = ctx.input(|i| i.raw.dropped_files.iter().map(|f| f.path().to_path_buf()).collect());
         if let Some(path) = dropped.into_iter().find(|p| p.extension().is_some_and(|e| e.eq_ignore_ascii_case("gguf")))
         {
-            self.model_path = path.display().to_string();
-            self.load(path);
+            self.act(Action::Load(path));
         }
     }
 
@@ -246,41 +334,40 @@ impl DllmApp {
             )
             .labelled_by(label.id);
             if ui.button("Load").clicked() && !self.model_path.trim().is_empty() {
-                self.load(PathBuf::from(self.model_path.trim()));
+                self.act(Action::Load(PathBuf::from(self.model_path.trim())));
             }
-            if ui.button("Open\u{2026}").on_hover_text("Choose a .gguf file (or drop one on the window)").clicked()
-                && let Some(path) = rfd::FileDialog::new().add_filter("GGUF model", &["gguf"]).pick_file()
-            {
-                self.model_path = path.display().to_string();
-                self.load(path);
+            if ui.button("Open\u{2026}").on_hover_text("Choose a .gguf file (or drop one on the window)").clicked() {
+                self.act(Action::PickFile);
             }
             let recent = self.settings.recent_models.clone();
-            ui.menu_button("Recent", |ui| {
+            let menu = ui.menu_button("Recent", |ui| {
                 if recent.is_empty() {
                     ui.label("No models yet");
                 }
                 for path in recent {
                     if ui.button(path.display().to_string()).clicked() {
-                        self.model_path = path.display().to_string();
-                        self.load(path);
+                        self.act(Action::Load(path));
                         ui.close();
                     }
                 }
                 ui.separator();
                 ui.label("Downloaded (Hugging Face cache)");
-                let downloaded = self.hub().downloaded();
-                if downloaded.is_empty() {
+                if self.scanning.is_some() {
+                    ui.label("looking\u{2026}");
+                } else if self.downloaded.is_empty() {
                     ui.label("none");
                 }
-                for (repo, path) in downloaded {
+                for (repo, path) in self.downloaded.clone() {
                     let name = path.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
                     if ui.button(format!("{repo} / {name}")).clicked() {
-                        self.model_path = path.display().to_string();
-                        self.load(path);
+                        self.act(Action::Load(path));
                         ui.close();
                     }
                 }
             });
+            if menu.response.clicked() {
+                self.act(Action::ScanDownloads);
+            }
             if let Some(loading) = &self.loading {
                 let prepared = f32::from_bits(loading.progress.load(Ordering::Relaxed));
                 ui.add(
@@ -341,56 +428,20 @@ impl DllmApp {
     fn settings_panel(&mut self, ui: &mut egui::Ui) {
         let Some(session) = &self.session else { return };
         let family = session.info().config.family;
-        let p = self.settings.params_mut(session.info());
+        let p = self.settings.params(session.info()).clone();
+        let mut actions = Vec::new();
         egui::Grid::new("settings").num_columns(2).show(ui, |ui| {
-            let row = |ui: &mut egui::Ui, name: &str, tip: &str, add: &mut dyn FnMut(&mut egui::Ui) -> egui::Response| {
-                let label = ui.label(name).on_hover_text(tip);
-                add(ui).labelled_by(label.id).on_hover_text(tip);
-                ui.end_row();
-            };
-            row(ui, "generated length", "How many tokens the answer has room for (mask cells appended to the prompt).", &mut |ui| {
-                ui.add(egui::DragValue::new(&mut p.gen_length).range(1..=2048))
-            });
-            decoding::ui(ui, family, p);
-            row(ui, "steps", "Denoising steps. Fewer steps commit more tokens per step: faster, usually worse. Threshold decoding takes as many steps as it needs.", &mut |ui| {
-                ui.add(egui::DragValue::new(&mut p.steps).range(1..=2048))
-            });
-            if family == Family::Llada || p.threshold.is_some() {
-                row(ui, "block length", "LLaDA fills the answer in blocks of this many tokens, left to right. Must divide the generated length.", &mut |ui| {
-                    ui.add(egui::DragValue::new(&mut p.block_length).range(1..=2048))
-                });
+            if let Some(mode) = decoding::ui(ui, &p) {
+                actions.push(Action::SetDecodingMode(mode));
             }
-            row(ui, "temperature", "0 always picks the most likely token; higher values sample more freely.", &mut |ui| {
-                ui.add(egui::DragValue::new(&mut p.temperature).range(0.0..=2.0).speed(0.01))
-            });
-            match family {
-                Family::Llada => row(ui, "remasking", "Which masked positions to fill at each step: the most confident, or random ones.", &mut |ui| {
-                    egui::ComboBox::from_id_salt("remasking")
-                        .selected_text(format!("{:?}", p.remasking))
-                        .show_ui(ui, |ui| {
-                            ui.selectable_value(&mut p.remasking, Remasking::LowConfidence, "LowConfidence");
-                            ui.selectable_value(&mut p.remasking, Remasking::Random, "Random")
-                        })
-                        .response
-                }),
-                Family::Dream => row(ui, "algorithm", "How Dream decides which positions it is sure of: entropy, probability margin, top probability, or at random.", &mut |ui| {
-                    egui::ComboBox::from_id_salt("alg")
-                        .selected_text(format!("{:?}", p.alg))
-                        .show_ui(ui, |ui| {
-                            for alg in [DreamAlg::Entropy, DreamAlg::TopkMargin, DreamAlg::MaskgitPlus, DreamAlg::Origin] {
-                                ui.selectable_value(&mut p.alg, alg, format!("{alg:?}"));
-                            }
-                        })
-                        .response
-                }),
-            }
-            row(ui, "seed", "Runs with the same seed and settings give the same answer.", &mut |ui| {
-                ui.add(egui::DragValue::new(&mut p.seed))
-            });
-            row(ui, "early stop", "Stop as soon as the answer is complete and ends; the text is the same as running every step.", &mut |ui| {
-                ui.checkbox(&mut p.early_stop, "")
+            params_ui::rows(ui, family, &p, params_ui::is_main, &mut actions);
+        });
+        ui.collapsing("Advanced settings", |ui| {
+            egui::Grid::new("advanced settings").num_columns(2).show(ui, |ui| {
+                params_ui::rows(ui, family, &p, params_ui::is_advanced, &mut actions);
             });
         });
+        self.actions.extend(actions);
         ui.checkbox(&mut self.settings.raw_prompt, "raw prompt (no chat template)")
             .on_hover_text("Send the prompt exactly as typed instead of wrapping it in the model's chat template.");
         ui.checkbox(&mut self.settings.color_by_confidence, "colour by confidence").on_hover_text(
@@ -398,9 +449,8 @@ impl DllmApp {
         );
         ui.separator();
         let loaded = session.info().options;
-        let path = session.info().path.clone();
         if device::ui(ui, &mut self.settings, Some(&loaded)) {
-            self.load(path);
+            self.act(Action::Reload);
         }
     }
 
@@ -413,10 +463,10 @@ impl DllmApp {
         ui.horizontal(|ui| {
             let can_run = self.session.is_some() && !running && problem.is_none();
             if ui.add_enabled(can_run, egui::Button::new("Generate")).clicked() {
-                self.generate();
+                self.act(Action::Generate);
             }
             if ui.add_enabled(running, egui::Button::new("Stop")).clicked() {
-                self.stop();
+                self.act(Action::Stop);
             }
             if let Some(problem) = &problem {
                 ui.colored_label(egui::Color32::from_rgb(240, 170, 60), problem);
@@ -426,7 +476,7 @@ impl DllmApp {
             ui.colored_label(egui::Color32::from_rgb(240, 90, 90), format!("Error: {error}"));
         }
         let (Some(run), Some(session)) = (&self.run, &self.session) else { return };
-        let mut saved = None;
+        let mut actions = Vec::new();
         ui.separator();
         canvas::legend(ui, self.settings.color_by_confidence, run.total_steps);
         egui::ScrollArea::vertical().max_height(330.0).auto_shrink([false, true]).show(ui, |ui| {
@@ -443,7 +493,7 @@ impl DllmApp {
                 .labelled_by(label.id)
                 .changed()
             {
-                self.replay_step = Some(step);
+                actions.push(Action::ReplayStep(step));
             }
         }
         if let Some(f) = &run.finished {
@@ -460,7 +510,7 @@ impl DllmApp {
                     ))
                     .clicked()
                 {
-                    saved = Some(self.save_replay(run, session));
+                    actions.push(Action::SaveReplay);
                 }
                 if let Some(message) = &self.replay_saved {
                     ui.label(message);
@@ -481,9 +531,7 @@ impl DllmApp {
         );
         ui.label(summary);
         chart::show(ui, run);
-        if saved.is_some() {
-            self.replay_saved = saved;
-        }
+        self.actions.extend(actions);
     }
 
     /// Writes the run as an HTML replay page into the export folder; says where, or what failed.
@@ -538,6 +586,9 @@ impl eframe::App for DllmApp {
             });
         });
         egui::CentralPanel::default().show(ui, |ui| self.central(ui));
+        for action in std::mem::take(&mut self.actions) {
+            self.apply(action, &ctx);
+        }
     }
 
     fn save(&mut self, storage: &mut dyn eframe::Storage) {

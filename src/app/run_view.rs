@@ -2,13 +2,13 @@
 //! position was committed and with what confidence, and the final result. Pure data, fed by
 //! engine events, so the canvas, the replay slider and the charts all read from one place.
 
-use crate::engine::{Event, Finished, Generation, StepEvent};
+use crate::engine::{EngineError, Event, Finished, Generation, StepEvent};
 
 pub struct RunView {
     generation: Option<Generation>,
     pub prompt_len: usize,
     pub mask: u32,
-    /// Steps the run was asked for (the colour scale of the canvas).
+    /// Steps the run plans, or the most it can take (the colour scale of the canvas).
     pub total_steps: usize,
     pub initial: Vec<u32>,
     pub steps: Vec<StepEvent>,
@@ -20,21 +20,26 @@ pub struct RunView {
 }
 
 impl RunView {
-    pub fn new(generation: Generation, prompt: &[u32], gen_length: usize, total_steps: usize, mask: u32) -> RunView {
-        let mut initial = prompt.to_vec();
-        initial.resize(prompt.len() + gen_length, mask);
-        RunView {
+    /// The view of a run that has just started: its first event, the start, is the engine's
+    /// plan and initial canvas.
+    pub fn new(generation: Generation, mask: u32) -> Result<RunView, EngineError> {
+        let started = match generation.events().recv() {
+            Ok(Event::Started(started)) => started,
+            Ok(Event::Failed(e)) => return Err(e),
+            _ => return Err(EngineError::Internal("a run sent no start".into())),
+        };
+        Ok(RunView {
             generation: Some(generation),
-            prompt_len: prompt.len(),
+            prompt_len: started.plan.prompt_len,
             mask,
-            total_steps,
-            commits: vec![None; initial.len()],
-            initial,
+            total_steps: started.plan.max_steps,
+            commits: vec![None; started.initial.len()],
+            initial: started.initial,
             steps: Vec::new(),
             finished: None,
             failed: None,
             stop_requested: false,
-        }
+        })
     }
 
     pub fn is_running(&self) -> bool {
@@ -56,6 +61,7 @@ impl RunView {
         while let Ok(event) = generation.events().try_recv() {
             changed = true;
             match event {
+                Event::Started(_) => {}
                 Event::Step(step) => {
                     for &(pos, confidence) in &step.committed {
                         if let Some(slot) = self.commits.get_mut(pos) {

@@ -41,19 +41,8 @@ impl Default for Settings {
     fn default() -> Self {
         Settings {
             recent_models: Vec::new(),
-            // Shorter than the official defaults so that a first run on a CPU finishes quickly.
-            llada: GenerateParams {
-                gen_length: 64,
-                steps: 64,
-                block_length: 32,
-                ..GenerateParams::defaults_for(Family::Llada)
-            },
-            dream: GenerateParams {
-                gen_length: 64,
-                steps: 64,
-                block_length: 64,
-                ..GenerateParams::defaults_for(Family::Dream)
-            },
+            llada: GenerateParams::interactive_for(Family::Llada),
+            dream: GenerateParams::interactive_for(Family::Dream),
             demo: crate::demo::params(),
             raw_prompt: false,
             color_by_confidence: false,
@@ -83,7 +72,7 @@ impl Settings {
 
     /// The settings for this model: the demo model's, else its family's.
     pub fn params(&self, model: &ModelInfo) -> &GenerateParams {
-        match (is_demo(model), model.config.family) {
+        match (model.is_demo, model.config.family) {
             (true, _) => &self.demo,
             (false, Family::Llada) => &self.llada,
             (false, Family::Dream) => &self.dream,
@@ -91,7 +80,7 @@ impl Settings {
     }
 
     pub fn params_mut(&mut self, model: &ModelInfo) -> &mut GenerateParams {
-        match (is_demo(model), model.config.family) {
+        match (model.is_demo, model.config.family) {
             (true, _) => &mut self.demo,
             (false, Family::Llada) => &mut self.llada,
             (false, Family::Dream) => &mut self.dream,
@@ -103,8 +92,4 @@ impl Settings {
         self.recent_models.insert(0, path);
         self.recent_models.truncate(10);
     }
-}
-
-fn is_demo(model: &ModelInfo) -> bool {
-    model.name.as_deref() == Some(crate::demo::NAME)
 }

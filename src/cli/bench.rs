@@ -7,8 +7,32 @@ use std::time::Instant;
 use dllm::bench::{BenchResult, Machine, Settings, Stats, cpu_name, forward_macs, peak_rss_bytes};
 use dllm::cpu::{active_isa, cpu_flags, int8_peak};
 use dllm::engine::Session;
+use dllm::model::Family;
 use dllm::quant::GgmlType;
-use dllm::sampler::{GenerateParams, KvCacheMode};
+use dllm::sampler::GenerateParams;
+
+use super::param_args::{Defaults, ParamArgs};
+
+/// What a benchmark run does unless told otherwise: 128 tokens in 32 steps, blocks of 32,
+/// greedy, every step (no early stop), so that runs compare.
+struct Protocol;
+
+impl Defaults for Protocol {
+    fn for_family(family: Family) -> GenerateParams {
+        GenerateParams {
+            gen_length: 128,
+            steps: 32,
+            block_length: match family {
+                Family::Llada => 32,
+                Family::Dream => 128,
+            },
+            temperature: 0.0,
+            top_p: None,
+            early_stop: false,
+            ..GenerateParams::defaults_for(family)
+        }
+    }
+}
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -18,21 +42,8 @@ pub struct Args {
     /// Prompt length in tokens (ordinary tokens, no template)
     #[arg(long, default_value_t = 20)]
     prompt_tokens: usize,
-    /// Tokens to generate
-    #[arg(long = "gen", default_value_t = 128)]
-    gen_length: usize,
-    /// Denoising steps
-    #[arg(long, default_value_t = 32)]
-    steps: usize,
-    /// Block length (LLaDA; Dream with --threshold)
-    #[arg(long, default_value_t = 32)]
-    block: usize,
-    /// Fast-dLLM threshold decoding at this confidence
-    #[arg(long, value_name = "T")]
-    threshold: Option<f64>,
-    /// Fast-dLLM K/V cache: none, prefix or dual
-    #[arg(long, default_value = "none")]
-    cache: KvCacheMode,
+    #[command(flatten)]
+    params: ParamArgs<Protocol>,
     #[command(flatten)]
     load: super::load_args::LoadArgs,
     /// Generations to time
@@ -50,28 +61,12 @@ pub fn run(args: Args, process_start: Instant) -> anyhow::Result<()> {
     let c = &info.config;
     // Ordinary tokens from the middle of the vocabulary: the content does not change the cost.
     let prompt: Vec<u32> = (0..args.prompt_tokens).map(|i| (1000 + 37 * i) as u32 % c.n_vocab as u32).collect();
-    let params = GenerateParams {
-        gen_length: args.gen_length,
-        steps: args.steps,
-        block_length: if c.family == dllm::model::Family::Llada || args.threshold.is_some() {
-            args.block
-        } else {
-            args.gen_length
-        },
-        threshold: args.threshold,
-        cache: args.cache,
-        temperature: 0.0,
-        top_p: None,
-        early_stop: false,
-        ..GenerateParams::defaults_for(c.family)
-    };
+    let params = args.params.apply(c.family, &Protocol::for_family(c.family))?;
     let (mut step_ms, mut forward_ms, mut sample_ms, mut run_s) = (vec![], vec![], vec![], vec![]);
     let (mut full_pass_ms, mut cached_pass_ms, mut steps_run) = (vec![], vec![], vec![]);
     let mut macs = 0.0;
     for run in 0..args.runs {
         let start = Instant::now();
-        let mut before = prompt.clone();
-        before.resize(prompt.len() + args.gen_length, info.special.mask);
         let finished = session.generate(prompt.clone(), params.clone())?.wait(|e| {
             step_ms.push(e.forward_ms + e.sample_ms);
             forward_ms.push(e.forward_ms);
@@ -79,18 +74,11 @@ pub fn run(args: Args, process_start: Instant) -> anyhow::Result<()> {
             if e.forwards > 0 {
                 if e.cached { &mut cached_pass_ms } else { &mut full_pass_ms }.push(e.forward_ms / e.forwards as f64);
             }
-            if run == 0 && e.forwards > 0 {
-                // The sampler asks the LM head only for the masked positions it may commit:
-                // those of the current block, the first with a mask (for Dream's official
-                // sampler the block is the whole answer). A cached pass runs its window only
-                // (its attention, over the whole canvas, is counted as the window's).
-                let answer = &before[prompt.len()..];
-                let block = answer.iter().position(|&t| t == info.special.mask).unwrap_or(0) / params.block_length;
-                let range = block * params.block_length..((block + 1) * params.block_length).min(answer.len());
-                let rows = answer[range].iter().filter(|&&t| t == info.special.mask).count();
-                macs += forward_macs(c, e.window.len(), rows) * e.forwards as f64;
+            if run == 0 {
+                // A cached pass runs its window only (its attention, over the whole canvas, is
+                // counted as the window's); the LM head runs the rows the sampler asked for.
+                macs += forward_macs(c, e.window.len(), e.logit_rows) * e.forwards as f64;
             }
-            before.clone_from(&e.canvas);
         })?;
         run_s.push(start.elapsed().as_secs_f64());
         steps_run.push(finished.generated.steps as f64);
@@ -129,17 +117,17 @@ pub fn run(args: Args, process_start: Instant) -> anyhow::Result<()> {
             model: args.model.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default(),
             model_bytes: info.file_bytes,
             prompt_tokens: args.prompt_tokens,
-            gen_tokens: args.gen_length,
-            steps: args.steps,
+            gen_tokens: params.gen_length,
+            steps: params.steps,
             block: params.block_length,
             runs: args.runs,
-            threshold: args.threshold,
-            cache: args.cache,
+            threshold: params.threshold,
+            cache: params.cache,
         },
         ms_per_step: Stats::of(&step_ms),
         forward_ms: forward.clone(),
         sample_ms: Stats::of(&sample_ms),
-        tokens_per_s: args.gen_length as f64 / Stats::of(&run_s).median,
+        tokens_per_s: params.gen_length as f64 / Stats::of(&run_s).median,
         startup_ms,
         weights: Some(info.prepared.short().to_owned()),
         peak_rss_bytes: peak_rss_bytes().unwrap_or(0),
@@ -150,7 +138,7 @@ pub fn run(args: Args, process_start: Instant) -> anyhow::Result<()> {
         full_pass_ms: (!full_pass_ms.is_empty()).then(|| Stats::of(&full_pass_ms)),
         cached_pass_ms: (!cached_pass_ms.is_empty()).then(|| Stats::of(&cached_pass_ms)),
         steps_per_run: Some(Stats::of(&steps_run).median),
-        ms_per_token: Some(Stats::of(&run_s).median * 1e3 / args.gen_length as f64),
+        ms_per_token: Some(Stats::of(&run_s).median * 1e3 / params.gen_length as f64),
         gemm,
     };
     println!("model        {} ({:.2} GB)", result.settings.model, info.file_bytes as f64 / 1e9);

@@ -4,6 +4,7 @@ mod bench;
 mod inspect;
 mod load_args;
 mod logits;
+mod param_args;
 mod pull;
 mod run;
 mod tokenize;

@@ -54,6 +54,6 @@ impl CudaError {
 
 impl From<CudaError> for crate::model::ModelError {
     fn from(e: CudaError) -> Self {
-        crate::model::ModelError::Device(e.to_string())
+        crate::model::ModelError::Device(std::sync::Arc::new(e))
     }
 }

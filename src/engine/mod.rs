@@ -4,44 +4,67 @@
 
 mod session;
 
-pub use session::{Event, Finished, Generation, LoadOptions, ModelInfo, Prompt, Session, StepEvent};
+pub use session::{Event, Finished, Generation, LoadOptions, ModelInfo, Prompt, Session, Started, StepEvent};
 
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use crate::chat::TemplateError;
+use crate::gguf::GgufError;
 use crate::model::ModelError;
+use crate::sampler::{ParamError, SamplerError};
 use crate::tokenizer::TokenizerError;
 
+/// What went wrong, by kind, for the front ends to match: the file, the model, the
+/// tokenizer, the template, a setting (naming it), the prompt, or the engine itself.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum EngineError {
-    #[error("{0}")]
-    Load(String),
-    #[error("{0}")]
-    Tokenizer(String),
-    #[error("{0}")]
-    Template(String),
+    /// The file could not be read as GGUF.
+    #[error(transparent)]
+    File(Arc<GgufError>),
+    /// The file is not a model dllm runs, or a forward pass failed.
+    #[error(transparent)]
+    Model(Arc<ModelError>),
+    #[error(transparent)]
+    Tokenizer(Arc<TokenizerError>),
+    #[error(transparent)]
+    Template(#[from] TemplateError),
+    #[error("{}: no mask token (tokenizer.ggml.mask_token_id); is this a diffusion model?", .0.display())]
+    NoMaskToken(PathBuf),
+    /// A setting that cannot run with this model and prompt; names the setting.
     #[error("invalid settings: {0}")]
-    Invalid(String),
-    #[error("{0}")]
-    Model(String),
+    Invalid(#[from] ParamError),
+    #[error("the prompt is empty")]
+    EmptyPrompt,
+    /// A panic or a stopped thread: a bug, reported rather than raised.
     #[error("the engine stopped unexpectedly: {0}")]
     Internal(String),
 }
 
+impl From<GgufError> for EngineError {
+    fn from(e: GgufError) -> Self {
+        EngineError::File(Arc::new(e))
+    }
+}
+
 impl From<ModelError> for EngineError {
     fn from(e: ModelError) -> Self {
-        EngineError::Model(e.to_string())
+        EngineError::Model(Arc::new(e))
     }
 }
 
 impl From<TokenizerError> for EngineError {
     fn from(e: TokenizerError) -> Self {
-        EngineError::Tokenizer(e.to_string())
+        EngineError::Tokenizer(Arc::new(e))
     }
 }
 
-impl From<crate::sampler::SamplerError> for EngineError {
-    fn from(e: crate::sampler::SamplerError) -> Self {
+impl From<SamplerError> for EngineError {
+    fn from(e: SamplerError) -> Self {
         match e {
-            crate::sampler::SamplerError::Invalid(s) => EngineError::Invalid(s),
-            crate::sampler::SamplerError::Model(m) => m.into(),
+            SamplerError::Invalid(p) => EngineError::Invalid(p),
+            SamplerError::EmptyPrompt => EngineError::EmptyPrompt,
+            SamplerError::Model(m) => m.into(),
         }
     }
 }

@@ -16,7 +16,7 @@ use crate::cuda::{CudaModel, Device, DeviceRequest, GpuInfo, choose, probe};
 use crate::forward::Forward;
 use crate::gguf::GgufFile;
 use crate::model::{ModelConfig, ModelError, Preparation};
-use crate::sampler::{GenerateParams, Generated, SpecialTokens, answer_ids, generate};
+use crate::sampler::{DecodingPlan, GenerateParams, Generated, SpecialTokens, answer_ids, generate_planned};
 use crate::summary::Summary;
 use crate::tokenizer::{EncodeOptions, Tokenizer};
 
@@ -56,6 +56,10 @@ pub struct ModelInfo {
     /// How the weights were made ready for the kernels.
     pub prepared: Preparation,
     pub load_ms: f64,
+    /// Whether this is the bundled demo model (`demo`).
+    pub is_demo: bool,
+    /// The settings a run starts from: the demo model's, else the family's official ones.
+    pub defaults: GenerateParams,
 }
 
 /// A prompt: chat text wrapped in the model's template, or ids/text used as they are.
@@ -82,6 +86,16 @@ pub struct StepEvent {
     pub window: std::ops::Range<usize>,
     /// Whether that pass read the K/V cache (an approximation) rather than the whole canvas.
     pub cached: bool,
+    /// Canvas rows whose logits that pass computed.
+    pub logit_rows: usize,
+}
+
+/// What a run is about to do, sent before its first step.
+#[derive(Debug, Clone)]
+pub struct Started {
+    pub plan: DecodingPlan,
+    /// The canvas before the first step: the prompt, then masks.
+    pub initial: Vec<u32>,
 }
 
 #[derive(Debug, Clone)]
@@ -94,6 +108,7 @@ pub struct Finished {
 
 #[derive(Debug, Clone)]
 pub enum Event {
+    Started(Started),
     Step(StepEvent),
     Done(Finished),
     Failed(EngineError),
@@ -117,11 +132,20 @@ impl Generation {
 
     /// Waits for the end, passing each step to `on_step`.
     pub fn wait(self, mut on_step: impl FnMut(&StepEvent)) -> Result<Finished, EngineError> {
+        self.wait_events(|event| {
+            if let Event::Step(s) = event {
+                on_step(s)
+            }
+        })
+    }
+
+    /// Waits for the end, passing every event before it (the start, each step) to `on_event`.
+    pub fn wait_events(self, mut on_event: impl FnMut(&Event)) -> Result<Finished, EngineError> {
         for event in self.events.iter() {
             match event {
-                Event::Step(s) => on_step(&s),
                 Event::Done(f) => return Ok(f),
                 Event::Failed(e) => return Err(e),
+                other => on_event(&other),
             }
         }
         Err(EngineError::Internal("the engine thread ended without a result".into()))
@@ -129,8 +153,19 @@ impl Generation {
 }
 
 enum Command {
-    Generate { prompt: Vec<u32>, params: GenerateParams, events: Sender<Event>, cancel: Arc<AtomicBool> },
-    Logits { ids: Vec<u32>, rows: Vec<usize>, reply: Sender<Result<Vec<f32>, EngineError>> },
+    Generate {
+        prompt: Vec<u32>,
+        plan: Box<DecodingPlan>,
+        events: Sender<Event>,
+        cancel: Arc<AtomicBool>,
+        /// Called after each event is sent (a window's repaint request).
+        notify: Arc<dyn Fn() + Send + Sync>,
+    },
+    Logits {
+        ids: Vec<u32>,
+        rows: Vec<usize>,
+        reply: Sender<Result<Vec<f32>, EngineError>>,
+    },
 }
 
 pub struct Session {
@@ -138,6 +173,8 @@ pub struct Session {
     tokenizer: Arc<Tokenizer>,
     commands: Option<Sender<Command>>,
     worker: Option<JoinHandle<()>>,
+    /// Set when the session is dropped: the run in progress stops after its step.
+    closing: Arc<AtomicBool>,
     pack_cache_write: std::sync::Mutex<Option<CacheWrite>>,
 }
 
@@ -155,7 +192,7 @@ impl Session {
         progress: &dyn Fn(f32),
     ) -> Result<Session, EngineError> {
         let start = Instant::now();
-        let gguf = Arc::new(GgufFile::open(path.as_ref()).map_err(|e| EngineError::Load(e.to_string()))?);
+        let gguf = Arc::new(GgufFile::open(path.as_ref())?);
         // The tokenizer builds while the weights are checked and repacked.
         let (tokenizer, model) = std::thread::scope(|s| {
             let tokenizer = s.spawn(|| Tokenizer::from_gguf(&gguf));
@@ -163,14 +200,8 @@ impl Session {
             (tokenizer.join(), model)
         });
         let tokenizer = Arc::new(tokenizer.map_err(|_| EngineError::Internal("tokenizer thread panicked".into()))??);
-        let Loaded { model, device, gpu, prepared, pack_cache_write } =
-            model.map_err(|e| EngineError::Load(e.to_string()))?;
-        let mask = tokenizer.special.mask.ok_or_else(|| {
-            EngineError::Load(format!(
-                "{}: no mask token (tokenizer.ggml.mask_token_id); is this a diffusion model?",
-                path.as_ref().display()
-            ))
-        })?;
+        let Loaded { model, device, gpu, prepared, pack_cache_write } = model?;
+        let mask = tokenizer.special.mask.ok_or_else(|| EngineError::NoMaskToken(path.as_ref().to_path_buf()))?;
         let special = SpecialTokens { mask, eos: tokenizer.special.eos, eot: tokenizer.special.eot };
         let threads = options.threads.unwrap_or_else(num_cpus::get_physical).max(1);
         let pool = rayon::ThreadPoolBuilder::new()
@@ -181,9 +212,14 @@ impl Session {
         let summary = Summary::of(&gguf);
         let mut quant_mix: Vec<(String, u64)> = summary.types.iter().map(|t| (t.ty.to_string(), t.bytes)).collect();
         quant_mix.sort_by_key(|t| std::cmp::Reverse(t.1));
+        let name = gguf.get_str("general.name").map(str::to_owned);
+        let is_demo = name.as_deref() == Some(crate::demo::NAME);
+        let family = model.config().family;
         let info = ModelInfo {
             path: path.as_ref().to_path_buf(),
-            name: gguf.get_str("general.name").map(str::to_owned),
+            is_demo,
+            defaults: if is_demo { crate::demo::params() } else { GenerateParams::defaults_for(family) },
+            name,
             description: gguf.get_str("general.description").map(str::to_owned),
             config: model.config().clone(),
             special,
@@ -200,12 +236,14 @@ impl Session {
         };
         let (tx, rx) = channel();
         let worker_tokenizer = tokenizer.clone();
+        let closing = Arc::new(AtomicBool::new(false));
+        let worker_closing = closing.clone();
         let worker = std::thread::Builder::new()
             .name("dllm-engine".into())
-            .spawn(move || worker_loop(model, pool, worker_tokenizer, special, rx))
+            .spawn(move || worker_loop(model, pool, worker_tokenizer, special, rx, worker_closing))
             .map_err(|e| EngineError::Internal(e.to_string()))?;
         let pack_cache_write = std::sync::Mutex::new(pack_cache_write);
-        Ok(Session { info, tokenizer, commands: Some(tx), worker: Some(worker), pack_cache_write })
+        Ok(Session { info, tokenizer, commands: Some(tx), worker: Some(worker), closing, pack_cache_write })
     }
 
     pub fn info(&self) -> &ModelInfo {
@@ -237,8 +275,7 @@ impl Session {
                 };
                 let piece = |id: Option<u32>| id.map(|i| tk.piece(i)).unwrap_or_default();
                 let (bos, eos) = (piece(tk.special.bos), piece(tk.special.eos));
-                let rendered = render(template, &[Message::user(text.clone())], true, &bos, &eos)
-                    .map_err(|e| EngineError::Template(e.to_string()))?;
+                let rendered = render(template, &[Message::user(text.clone())], true, &bos, &eos)?;
                 // Templates that write BOS themselves (LLaDA's) must not get a second one.
                 let add_bos = bos.is_empty() || !rendered.starts_with(&bos);
                 Ok(tk.encode(&rendered, EncodeOptions { add_special: add_bos, parse_special: true })?)
@@ -251,20 +288,41 @@ impl Session {
         tx.send(command).map_err(|_| EngineError::Internal("the engine thread has stopped".into()))
     }
 
-    /// Starts generating on the worker thread. Settings are checked first, so an invalid
-    /// combination is reported before any work starts.
-    pub fn generate(&self, prompt: Vec<u32>, params: GenerateParams) -> Result<Generation, EngineError> {
+    /// The plan of a run of `params` after a prompt of `prompt_len` tokens: what `generate`
+    /// would do, or which setting stops it.
+    pub fn plan(&self, params: &GenerateParams, prompt_len: usize) -> Result<DecodingPlan, EngineError> {
         let c = &self.info.config;
-        params.validate(c.family, prompt.len(), c.context_length).map_err(EngineError::Invalid)?;
+        Ok(params.plan(c.family, prompt_len, c.context_length)?)
+    }
+
+    /// Starts generating on the worker thread. Settings are checked first, so an invalid
+    /// combination is reported before any work starts; the first event is the run's start.
+    pub fn generate(&self, prompt: Vec<u32>, params: GenerateParams) -> Result<Generation, EngineError> {
+        self.generate_notifying(prompt, params, || {})
+    }
+
+    /// `generate`, calling `notify` on the worker thread after each event it sends, so that a
+    /// front end can wake up for events instead of polling for them.
+    pub fn generate_notifying(
+        &self,
+        prompt: Vec<u32>,
+        params: GenerateParams,
+        notify: impl Fn() + Send + Sync + 'static,
+    ) -> Result<Generation, EngineError> {
+        let c = &self.info.config;
+        let plan = self.plan(&params, prompt.len())?;
         if prompt.is_empty() {
-            return Err(EngineError::Invalid("the prompt is empty".into()));
+            return Err(EngineError::EmptyPrompt);
         }
         if let Some(&id) = prompt.iter().find(|&&id| id as usize >= c.n_vocab) {
-            return Err(EngineError::Invalid(format!("token id {id} is outside the {}-token vocabulary", c.n_vocab)));
+            return Err(ModelError::TokenOutOfRange { id, n_vocab: c.n_vocab }.into());
         }
         let (events, rx) = channel();
+        let initial = plan.initial_canvas(&prompt, self.info.special.mask);
+        let _ = events.send(Event::Started(Started { plan: plan.clone(), initial }));
         let cancel = Arc::new(AtomicBool::new(false));
-        self.send(Command::Generate { prompt, params, events, cancel: cancel.clone() })?;
+        let notify = Arc::new(notify);
+        self.send(Command::Generate { prompt, plan: Box::new(plan), events, cancel: cancel.clone(), notify })?;
         Ok(Generation { events: rx, cancel })
     }
 
@@ -276,13 +334,29 @@ impl Session {
     }
 }
 
-impl Drop for Session {
-    fn drop(&mut self) {
-        // Closing the channel ends the worker loop once the command in progress is done.
-        self.commands.take();
-        if let Some(w) = self.worker.take() {
-            let _ = w.join();
+impl Session {
+    /// Ends the session and waits for its worker to stop (within a step of the run in
+    /// progress) and free the model.
+    pub fn close(mut self) {
+        if let Some(worker) = self.stop_worker() {
+            let _ = worker.join();
         }
+    }
+
+    /// Tells the worker to stop: the run in progress ends after its step, and closing the
+    /// channel ends the worker loop.
+    fn stop_worker(&mut self) -> Option<JoinHandle<()>> {
+        self.closing.store(true, Ordering::Relaxed);
+        self.commands.take();
+        self.worker.take()
+    }
+}
+
+impl Drop for Session {
+    /// Does not wait for the worker: a front end that drops a session (to load another
+    /// model) must not freeze for the rest of a step. The worker frees the model when it ends.
+    fn drop(&mut self) {
+        drop(self.stop_worker());
     }
 }
 
@@ -322,14 +396,15 @@ fn worker_loop(
     tokenizer: Arc<Tokenizer>,
     special: SpecialTokens,
     commands: Receiver<Command>,
+    closing: Arc<AtomicBool>,
 ) {
     for command in commands.iter() {
         match command {
-            Command::Generate { prompt, params, events, cancel } => {
+            Command::Generate { prompt, plan, events, cancel, notify } => {
                 let start = Instant::now();
                 let result = catch_unwind(AssertUnwindSafe(|| {
                     pool.install(|| {
-                        generate(&mut *model, &prompt, &params, special, &mut |s| {
+                        generate_planned(&mut *model, &prompt, &plan, special, &mut |s| {
                             let event = StepEvent {
                                 index: s.index,
                                 canvas: s.canvas.to_vec(),
@@ -339,9 +414,13 @@ fn worker_loop(
                                 forwards: s.forwards,
                                 window: s.window.clone(),
                                 cached: s.cached,
+                                logit_rows: s.logit_rows,
                             };
-                            // A front end that dropped its receiver no longer wants the run.
-                            events.send(Event::Step(event)).is_ok() && !cancel.load(Ordering::Relaxed)
+                            // A front end that dropped its receiver, or the session, no longer
+                            // wants the run.
+                            let sent = events.send(Event::Step(event)).is_ok();
+                            notify();
+                            sent && !cancel.load(Ordering::Relaxed) && !closing.load(Ordering::Relaxed)
                         })
                     })
                 }));
@@ -354,6 +433,7 @@ fn worker_loop(
                     Err(panic) => Event::Failed(EngineError::Internal(panic_message(&panic))),
                 };
                 let _ = events.send(event);
+                notify();
             }
             Command::Logits { ids, rows, reply } => {
                 let result = catch_unwind(AssertUnwindSafe(|| {

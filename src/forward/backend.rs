@@ -141,6 +141,7 @@ pub trait Backend: Send {
         _uniforms: &[f64],
         _out: &mut Vec<(u32, f64)>,
     ) -> Result<(), ModelError> {
-        Err(ModelError::Device("this backend applies row rules on the host".into()))
+        let why: Box<dyn std::error::Error + Send + Sync> = "this backend applies row rules on the host".into();
+        Err(ModelError::Device(why.into()))
     }
 }

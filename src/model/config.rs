@@ -20,6 +20,14 @@ impl Family {
             Family::Dream => "dream",
         }
     }
+
+    /// The name people write: "LLaDA", "Dream".
+    pub fn title(self) -> &'static str {
+        match self {
+            Family::Llada => "LLaDA",
+            Family::Dream => "Dream",
+        }
+    }
 }
 
 /// Which dimensions RoPE rotates together.

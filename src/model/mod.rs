@@ -42,8 +42,9 @@ pub enum ModelError {
     RowOutsideWindow { row: usize, start: usize, end: usize },
     #[error("window {start}..{end} does not lie within the {len}-position canvas")]
     BadWindow { start: usize, end: usize, len: usize },
+    /// The device backend failed (`cuda::CudaError` for a GPU).
     #[error("{0}")]
-    Device(String),
+    Device(std::sync::Arc<dyn std::error::Error + Send + Sync>),
     #[error("the K/V cache holds {cached} positions but the canvas has {canvas}; run a full pass that fills it first")]
     CacheMismatch { cached: usize, canvas: usize },
 }

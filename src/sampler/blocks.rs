@@ -31,7 +31,9 @@ pub(super) fn run(d: &mut Denoiser) -> Result<(), SamplerError> {
     let family = d.model.config().family;
     let len = d.canvas.len();
     let n_blocks = p.gen_length / p.block_length;
-    let steps_per_block = p.steps / n_blocks;
+    // At least one: LLaDA's are (its plan checks that the blocks divide the steps); Dream's
+    // block sampler has a threshold, which does not read it, and fewer steps than blocks.
+    let steps_per_block = (p.steps / n_blocks).max(1);
     let threshold = p.threshold.map(|t| match family {
         // LLaDA compares f64 probabilities with the Python float; Dream compares f32
         // probabilities, with the threshold cast to f32.

@@ -4,7 +4,9 @@
 mod blocks;
 mod dream;
 mod llada;
+mod param;
 mod params;
+mod plan;
 mod row_choice;
 pub mod rows;
 
@@ -16,8 +18,10 @@ use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
 
 use crate::forward::{Forward, Pass, RowRule};
-use crate::model::{Family, ModelError};
+use crate::model::ModelError;
+pub use param::{Kind, PARAMS, Param, ParamError, ParamSpec, Value};
 pub use params::{DreamAlg, GenerateParams, KvCacheMode, Remasking};
+pub use plan::{Commit, DecodingPlan, Schedule, TokenChoice};
 pub use row_choice::{RuleScratch, choose_row};
 
 thread_local! {
@@ -58,6 +62,8 @@ pub struct StepInfo<'a> {
     pub window: Range<usize>,
     /// Whether that pass read the K/V cache (an approximation) instead of running the canvas.
     pub cached: bool,
+    /// Rows of the canvas whose logits that pass computed (the LM head's rows).
+    pub logit_rows: usize,
 }
 
 /// The outcome of a generation.
@@ -80,7 +86,9 @@ impl Generated {
 #[derive(Debug, thiserror::Error)]
 pub enum SamplerError {
     #[error("invalid settings: {0}")]
-    Invalid(String),
+    Invalid(#[from] ParamError),
+    #[error("the prompt is empty")]
+    EmptyPrompt,
     #[error(transparent)]
     Model(#[from] ModelError),
 }
@@ -105,7 +113,7 @@ fn answer_is_final(answer: &[u32], special: &SpecialTokens) -> bool {
     true
 }
 
-/// Runs the family's official sampler. `on_step` sees every step and returns false to cancel.
+/// Plans the run (`GenerateParams::plan`) and runs it with `generate_planned`.
 pub fn generate(
     model: &mut dyn Forward,
     prompt: &[u32],
@@ -113,37 +121,48 @@ pub fn generate(
     special: SpecialTokens,
     on_step: &mut dyn FnMut(&StepInfo) -> bool,
 ) -> Result<Generated, SamplerError> {
-    let config = model.config().clone();
-    params.validate(config.family, prompt.len(), config.context_length).map_err(SamplerError::Invalid)?;
+    let c = model.config();
+    let plan = params.plan(c.family, prompt.len(), c.context_length)?;
+    generate_planned(model, prompt, &plan, special, on_step)
+}
+
+/// Runs the plan's sampler, ported from the family's official code. `on_step` sees every step
+/// and returns false to cancel.
+pub fn generate_planned(
+    model: &mut dyn Forward,
+    prompt: &[u32],
+    plan: &DecodingPlan,
+    special: SpecialTokens,
+    on_step: &mut dyn FnMut(&StepInfo) -> bool,
+) -> Result<Generated, SamplerError> {
     if prompt.is_empty() {
-        return Err(SamplerError::Invalid("the prompt is empty".into()));
+        return Err(SamplerError::EmptyPrompt);
     }
-    let mut canvas = prompt.to_vec();
-    canvas.resize(prompt.len() + params.gen_length, special.mask);
+    let params = plan.params();
     let mut d = Denoiser {
         model,
         params,
         special,
-        canvas,
+        canvas: plan.initial_canvas(prompt, special.mask),
         prompt_len: prompt.len(),
         logits: Vec::new(),
         row: Vec::new(),
-        rng: ChaCha8Rng::seed_from_u64(params.seed),
+        rng: ChaCha8Rng::seed_from_u64(plan.seed),
         on_step,
         steps_run: 0,
         forward_ms: 0.0,
         forwards: 0,
         window: 0..0,
         cached: false,
+        logit_rows: 0,
         step_start: Instant::now(),
         stop: None,
     };
-    match config.family {
-        Family::Llada if params.threshold.is_some() || params.cache != KvCacheMode::None => blocks::run(&mut d)?,
-        Family::Llada => llada::run(&mut d)?,
-        Family::Dream if params.alg == DreamAlg::ConfidenceThreshold => dream::run_quota(&mut d)?,
-        Family::Dream if params.threshold.is_some() => blocks::run(&mut d)?,
-        Family::Dream => dream::run(&mut d)?,
+    match plan.schedule {
+        Schedule::Blocks { .. } => llada::run(&mut d)?,
+        Schedule::CachedBlocks { .. } => blocks::run(&mut d)?,
+        Schedule::Timesteps { .. } => dream::run(&mut d)?,
+        Schedule::Quota { .. } => dream::run_quota(&mut d)?,
     }
     Ok(Generated {
         steps: d.steps_run,
@@ -177,6 +196,7 @@ struct Denoiser<'a> {
     forwards: usize,
     window: Range<usize>,
     cached: bool,
+    logit_rows: usize,
     step_start: Instant,
     stop: Option<Stop>,
 }
@@ -192,6 +212,7 @@ impl Denoiser<'_> {
         self.forwards = 0;
         self.window = 0..0;
         self.cached = false;
+        self.logit_rows = 0;
     }
 
     /// Logits of `rows` of `canvas` into `out` from a full pass, timed as forward work.
@@ -202,16 +223,17 @@ impl Denoiser<'_> {
     fn pass_into(&mut self, canvas: &[u32], pass: &Pass, rows: &[usize], out: &mut Vec<f32>) -> Result<(), ModelError> {
         let t = Instant::now();
         self.model.forward_pass(canvas, pass, rows, out)?;
-        self.record_pass(t, pass, canvas.len());
+        self.record_pass(t, pass, canvas.len(), rows.len());
         Ok(())
     }
 
     /// Counts a pass that began at `start` as this step's forward work.
-    fn record_pass(&mut self, start: Instant, pass: &Pass, len: usize) {
+    fn record_pass(&mut self, start: Instant, pass: &Pass, len: usize, rows: usize) {
         self.forward_ms += start.elapsed().as_secs_f64() * 1e3;
         self.forwards += 1;
         self.window = pass.window(len);
         self.cached = matches!(pass, Pass::Window(_));
+        self.logit_rows = rows;
     }
 
     /// The candidate of each of `positions`, whose logits are the canvas rows `rows`, by `rule`:
@@ -229,7 +251,7 @@ impl Denoiser<'_> {
         let t = Instant::now();
         let mut chosen = Vec::with_capacity(rows.len());
         if self.model.choose_rows(&self.canvas, pass, rows, &rule, &uniforms, &mut chosen)? {
-            self.record_pass(t, pass, self.canvas.len());
+            self.record_pass(t, pass, self.canvas.len(), rows.len());
         } else {
             self.forward_pass(pass, rows)?;
             let n_vocab = self.n_vocab();
@@ -280,6 +302,7 @@ impl Denoiser<'_> {
             forwards: self.forwards,
             window: self.window.clone(),
             cached: self.cached,
+            logit_rows: self.logit_rows,
         };
         self.steps_run += 1;
         if !(self.on_step)(&info) {

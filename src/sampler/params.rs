@@ -1,5 +1,5 @@
 //! Generation settings: one flat set shared by both samplers, with each model family's
-//! official defaults, and the checks that run before a generation starts.
+//! official defaults. `param` describes each setting; `plan` checks them and plans a run.
 
 use serde::{Deserialize, Serialize};
 
@@ -189,91 +189,14 @@ impl GenerateParams {
         }
     }
 
-    /// Checks the settings for a prompt of `prompt_len` tokens; the message says what to change.
-    pub fn validate(&self, family: Family, prompt_len: usize, context: usize) -> Result<(), String> {
-        if self.gen_length == 0 {
-            return Err("generated length must be at least 1".into());
-        }
-        if self.steps == 0 {
-            return Err("steps must be at least 1".into());
-        }
-        if prompt_len + self.gen_length > context {
-            return Err(format!(
-                "prompt ({prompt_len} tokens) plus generated length ({}) exceeds the model's context of {context} tokens; shorten the prompt or the answer",
-                self.gen_length
-            ));
-        }
-        if !(self.temperature >= 0.0 && self.temperature.is_finite()) {
-            return Err(format!("temperature must be 0 or more, not {}", self.temperature));
-        }
-        if let Some(p) = self.top_p
-            && !(p > 0.0 && p <= 1.0)
-        {
-            return Err(format!("top-p must be in (0, 1], not {p}"));
-        }
-        if self.top_k == Some(0) {
-            return Err("top-k must be at least 1".into());
-        }
-        if let Some(t) = self.threshold
-            && !(t > 0.0 && t <= 1.0)
-        {
-            return Err(format!("threshold must be in (0, 1], not {t}"));
-        }
-        if self.cache != KvCacheMode::None && self.cfg_scale > 0.0 {
-            return Err(
-                "classifier-free guidance cannot run with a K/V cache; set cfg to 0 or the cache to none".into()
-            );
-        }
-        match family {
-            Family::Llada => {
-                if self.block_length == 0 || !self.gen_length.is_multiple_of(self.block_length) {
-                    return Err(format!(
-                        "block length {} must divide the generated length {} (LLaDA generates in equal blocks)",
-                        self.block_length, self.gen_length
-                    ));
-                }
-                let blocks = self.gen_length / self.block_length;
-                if !self.steps.is_multiple_of(blocks) {
-                    return Err(format!(
-                        "steps ({}) must be a multiple of the number of blocks ({blocks} = {} / {}), so each block gets the same number of steps",
-                        self.steps, self.gen_length, self.block_length
-                    ));
-                }
-                if !(self.cfg_scale >= 0.0 && self.cfg_scale.is_finite()) {
-                    return Err(format!("cfg scale must be 0 or more, not {}", self.cfg_scale));
-                }
-            }
-            Family::Dream => {
-                let quota_sampler = self.alg == DreamAlg::ConfidenceThreshold;
-                if quota_sampler && self.threshold.is_none() {
-                    return Err("alg confidence_threshold needs a threshold".into());
-                }
-                if quota_sampler && !self.gen_length.is_multiple_of(self.steps) {
-                    return Err(format!(
-                        "alg confidence_threshold commits generated length / steps tokens per step: steps ({}) must divide the generated length ({})",
-                        self.steps, self.gen_length
-                    ));
-                }
-                if self.cache != KvCacheMode::None && (quota_sampler || self.threshold.is_none()) {
-                    return Err("Dream's K/V cache runs with the block sampler: set a threshold and a block length, and an alg other than confidence_threshold".into());
-                }
-                if self.threshold.is_some()
-                    && !quota_sampler
-                    && (self.block_length < 2 || !self.gen_length.is_multiple_of(self.block_length))
-                {
-                    return Err(format!(
-                        "block length {} must be at least 2 and divide the generated length {} (Dream's threshold sampler works in equal blocks)",
-                        self.block_length, self.gen_length
-                    ));
-                }
-                if !(self.eps > 0.0 && self.eps < 1.0) {
-                    return Err(format!("eps must be in (0, 1), not {}", self.eps));
-                }
-                if !(self.alg_temp >= 0.0 && self.alg_temp.is_finite()) {
-                    return Err(format!("alg temperature must be 0 or more, not {}", self.alg_temp));
-                }
-            }
-        }
-        Ok(())
+    /// Shorter than the official defaults, so that a first run on a CPU finishes quickly: the
+    /// settings the app starts with for a model of `family` (64 tokens in 64 steps).
+    pub fn interactive_for(family: Family) -> GenerateParams {
+        let official = GenerateParams::defaults_for(family);
+        let block_length = match family {
+            Family::Llada => 32,
+            Family::Dream => 64,
+        };
+        GenerateParams { gen_length: 64, steps: 64, block_length, ..official }
     }
 }

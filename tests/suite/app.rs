@@ -6,9 +6,10 @@ use crate::common;
 
 use common::data;
 use common::harness::wait_for;
-use dllm::app::DllmApp;
+use dllm::app::{Action, DllmApp};
 use dllm::cuda::DeviceRequest;
 use dllm::engine::{LoadOptions, Prompt, Session};
+use dllm::sampler::{GenerateParams, PARAMS, Param, Value};
 use egui::accesskit::Role;
 use egui_kittest::Harness;
 use egui_kittest::kittest::Queryable;
@@ -306,4 +307,57 @@ fn the_faster_decoding_mode_runs_cached_passes() {
     assert_eq!(full.len(), 2, "one full pass per block: {full:?}");
     assert!(run.steps.iter().filter(|s| s.cached).all(|s| s.window.len() == 16), "dual cache: block-sized windows");
     assert!(h.query_by_label_contains("forward passes (").is_some(), "the chart counts the passes");
+}
+
+/// The settings `flags` stand for, as the values the app's controls send.
+fn values_of(flags: &[&str], family: dllm::model::Family) -> Vec<(Param, Value)> {
+    let mut out = Vec::new();
+    let mut rest = flags.iter();
+    while let Some(flag) = rest.next() {
+        let spec = PARAMS.iter().find(|s| format!("--{}", s.flag) == *flag).unwrap();
+        let text = match spec.kind {
+            dllm::sampler::Kind::Switch { .. } => "",
+            _ => rest.next().unwrap(),
+        };
+        let mut p = GenerateParams::interactive_for(family);
+        p.set_text(spec.param, text).unwrap();
+        out.push((spec.param, p.get(spec.param)));
+    }
+    out
+}
+
+/// Every setting of the engine's table has a control in the window, and what the control sends
+/// reaches the engine's plan: a control that is drawn but never used fails here.
+#[test]
+fn every_setting_has_a_control_that_reaches_the_plan() {
+    use dllm::model::Family;
+    for (model, family) in
+        [("models/llada-tiny-Q8_0.gguf", Family::Llada), ("models/dream-tiny-Q8_0.gguf", Family::Dream)]
+    {
+        let mut h = harness();
+        h.state_mut().settings.prompt = "Hello".into();
+        load(&mut h, &data(model));
+        h.get_by_label("Advanced settings").click();
+        h.run_steps(3);
+        let ctx = h.ctx.clone();
+        for spec in PARAMS.iter().filter(|s| s.param.applies_to(family)) {
+            let block_length = if family == Family::Llada { 16 } else { 32 };
+            let fresh =
+                GenerateParams { gen_length: 32, steps: 32, block_length, ..GenerateParams::interactive_for(family) };
+            let info = h.state().session.as_ref().unwrap().info().clone();
+            *h.state_mut().settings.params_mut(&info) = fresh;
+            let (needs, flags) = crate::cli::changing_flags(spec.param, family);
+            for (param, value) in values_of(&needs, family) {
+                h.state_mut().apply(Action::SetParam(param, value), &ctx);
+            }
+            h.run_steps(3);
+            assert!(h.query_all_by_label(spec.label).next().is_some(), "no control labelled '{}'", spec.label);
+            let before = h.state_mut().plan().unwrap().unwrap();
+            for (param, value) in values_of(&flags, family) {
+                h.state_mut().apply(Action::SetParam(param, value), &ctx);
+            }
+            let after = h.state_mut().plan().unwrap().unwrap_or_else(|e| panic!("{}: {e}", spec.name));
+            assert_ne!(before, after, "the '{}' control does not reach the {} plan", spec.label, family.name());
+        }
+    }
 }

@@ -4,8 +4,10 @@
 use crate::common;
 
 use common::{data, read_f32, read_i32};
+use dllm::model::Family;
+use dllm::sampler::{PARAMS, Param};
 
-fn dllm(args: &[&str]) -> (bool, String, String) {
+pub fn dllm(args: &[&str]) -> (bool, String, String) {
     let out = common::dllm_command().args(args).output().unwrap();
     (out.status.success(), String::from_utf8(out.stdout).unwrap(), String::from_utf8(out.stderr).unwrap())
 }
@@ -180,7 +182,7 @@ fn run_explains_bad_settings() {
     assert!(!ok && err.contains("context"), "{err}");
     let dream = data("models/dream-tiny-Q4_K_M.gguf");
     let (ok, _, err) = dllm(&["run", "-m", &dream, "hi", "--alg", "fastest"]);
-    assert!(!ok && err.contains("unknown alg"), "{err}");
+    assert!(!ok && err.contains("--alg: unknown value 'fastest' (choose origin, "), "{err}");
     let (ok, _, err) = dllm(&["run", "-m", &dream, "hi", "--remasking", "random"]);
     assert!(!ok && err.contains("LLaDA"), "{err}");
 }
@@ -191,4 +193,76 @@ fn run_generates_from_a_chat_prompt() {
     let (ok, _, err) = dllm(&["run", "-m", &model, "Hello", "--gen", "16", "--steps", "8", "--block", "8", "--visual"]);
     assert!(ok, "{err}");
     assert!(err.contains("step 8") && err.contains("8 steps"), "{err}");
+}
+
+/// What changes one setting from the `plan` helpers' base run, for every setting of the
+/// engine's table: (flags it needs first, the flags that change it). A new setting without a
+/// row here fails the tests below, so none goes untested.
+pub fn changing_flags(param: Param, family: Family) -> (Vec<&'static str>, Vec<&'static str>) {
+    let dream = family == Family::Dream;
+    let threshold = if dream { vec!["--threshold", "0.9"] } else { vec![] };
+    match param {
+        Param::GenLength => (vec![], vec!["--gen", "64"]),
+        Param::Steps => (vec![], vec!["--steps", "16"]),
+        Param::BlockLength => (threshold, vec!["--block", "8"]),
+        Param::Temperature => (vec![], vec!["--temperature", "0.7"]),
+        Param::Seed => (vec![], vec!["--seed", "7"]),
+        Param::EarlyStop => (vec![], vec!["--no-early-stop"]),
+        Param::Remasking => (vec![], vec!["--remasking", "random"]),
+        Param::CfgScale => (vec![], vec!["--cfg", "1.5"]),
+        Param::LogitsEosInf => (vec![], vec!["--logits-eos-inf"]),
+        Param::ConfidenceEosEotInf => (vec![], vec!["--confidence-eos-eot-inf"]),
+        Param::Alg => (vec![], vec!["--alg", "origin"]),
+        Param::AlgTemp => (vec![], vec!["--alg-temp", "0.5"]),
+        Param::Eps => (vec![], vec!["--eps", "0.01"]),
+        Param::TopP => (vec![], vec!["--top-p", "0.5"]),
+        Param::TopK => (vec![], vec!["--top-k", "5"]),
+        Param::Threshold => (vec![], vec!["--threshold", "0.8"]),
+        Param::Cache => (threshold, vec!["--cache", "dual"]),
+    }
+}
+
+/// The engine's plan of `dllm run --dry-run` on `model` with `flags` (and, where they give
+/// none, 32 tokens in 32 steps, blocks of 16 on LLaDA).
+fn plan(model: &str, flags: &[&str]) -> Result<serde_json::Value, String> {
+    let mut args = vec!["run", "-m", model, "--dry-run"];
+    for (flag, value) in [("--gen", "32"), ("--steps", "32"), ("--block", "16")] {
+        if !flags.contains(&flag) && (flag != "--block" || model.contains("llada")) {
+            args.extend([flag, value]);
+        }
+    }
+    args.extend(flags);
+    args.push("Hello");
+    let (ok, out, err) = dllm(&args);
+    if !ok {
+        return Err(err);
+    }
+    Ok(serde_json::from_str(&out).unwrap())
+}
+
+/// Every generation flag reaches the engine: for each setting of the engine's table that
+/// applies to the model, the planned run with the flag differs from the one without it. A flag
+/// that is parsed but never used fails here.
+#[test]
+fn every_generation_flag_reaches_the_plan() {
+    for (model, family) in
+        [("models/llada-tiny-Q8_0.gguf", Family::Llada), ("models/dream-tiny-Q8_0.gguf", Family::Dream)]
+    {
+        let model = data(model);
+        let base = plan(&model, &[]).unwrap();
+        assert_eq!(base["gen_length"], 32);
+        for spec in PARAMS.iter().filter(|s| s.param.applies_to(family)) {
+            let (needs, flags) = changing_flags(spec.param, family);
+            assert!(flags.contains(&format!("--{}", spec.flag).as_str()), "{}", spec.name);
+            let before = plan(&model, &needs).unwrap();
+            let after = plan(&model, &[needs.as_slice(), flags.as_slice()].concat())
+                .unwrap_or_else(|e| panic!("{flags:?}: {e}"));
+            assert_ne!(before, after, "{flags:?} is parsed but does not reach the {} plan", family.name());
+        }
+        // A setting of the other family is refused, by its flag.
+        let other = PARAMS.iter().find(|s| !s.param.applies_to(family)).unwrap();
+        let (_, flags) = changing_flags(other.param, family);
+        let e = plan(&model, &flags).unwrap_err();
+        assert!(e.contains(&format!("--{}: applies to", other.flag)), "{e}");
+    }
 }

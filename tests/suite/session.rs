@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use common::{data, manifest, read_i32};
 use dllm::engine::{EngineError, Event, LoadOptions, Prompt, Session};
 use dllm::model::Family;
-use dllm::sampler::GenerateParams;
+use dllm::sampler::{GenerateParams, Param};
 
 fn session(file: &str) -> Session {
     Session::load(data(&format!("models/{file}")), LoadOptions { threads: Some(2), ..Default::default() }).unwrap()
@@ -55,6 +55,7 @@ fn cancel_stops_promptly_and_cleanly() {
                     cancelled_at = Some(Instant::now());
                 }
             }
+            Event::Started(_) => {}
             Event::Done(f) => break f,
             Event::Failed(e) => panic!("{e}"),
         }
@@ -88,7 +89,11 @@ fn bad_requests_are_errors_not_panics() {
     let s = session("llada-tiny-Q4_K_M.gguf");
     let too_long = vec![1u32; 4090];
     let e = s.generate(too_long, GenerateParams::default()).err().unwrap();
-    assert!(matches!(&e, EngineError::Invalid(m) if m.contains("context")), "{e}");
+    // The error names the setting to change.
+    assert!(
+        matches!(&e, EngineError::Invalid(p) if p.param == Param::GenLength && p.reason.contains("context")),
+        "{e}"
+    );
     let e = s.generate(vec![700], GenerateParams { steps: 102, ..Default::default() }).err().unwrap();
     assert!(e.to_string().contains("multiple of the number of blocks"), "{e}");
     let e = s.generate(vec![700], GenerateParams { block_length: 48, ..Default::default() }).err().unwrap();
@@ -164,4 +169,50 @@ fn load_reports_progress_up_to_one() {
     if dllm::cpu::active_isa().is_x86_simd() {
         assert!(seen.iter().filter(|&&f| f < 1.0).count() >= 4, "{seen:?}");
     }
+}
+
+/// The run's first event is its start: the engine's plan and the canvas the first step starts
+/// from, so a front end computes neither; the planned steps are the steps run.
+#[test]
+fn a_run_starts_with_its_plan_and_initial_canvas() {
+    let s = session("llada-tiny-Q8_0.gguf");
+    let prompt = s.prompt_ids(&Prompt::Chat("Hello".into())).unwrap();
+    let params =
+        GenerateParams { gen_length: 32, steps: 16, block_length: 16, early_stop: false, ..Default::default() };
+    let mut events = Vec::new();
+    let finished = s.generate(prompt.clone(), params.clone()).unwrap().wait_events(|e| events.push(e.clone())).unwrap();
+    let Some(Event::Started(started)) = events.first() else { panic!("no start event first") };
+    assert_eq!(started.plan, s.plan(&params, prompt.len()).unwrap());
+    assert_eq!(started.plan.prompt_len, prompt.len());
+    assert_eq!(&started.initial[..prompt.len()], &prompt[..]);
+    assert!(started.initial[prompt.len()..].iter().all(|&t| t == s.info().special.mask));
+    assert_eq!(started.initial.len(), prompt.len() + 32);
+    assert!(started.plan.fixed_steps);
+    assert_eq!(started.plan.max_steps, finished.generated.steps);
+    // Threshold decoding takes a data-dependent number of steps, at most the planned bound.
+    let fast = GenerateParams { threshold: Some(0.9), ..params };
+    let plan = s.plan(&fast, prompt.len()).unwrap();
+    assert!(!plan.fixed_steps);
+    let steps = s.generate(prompt, fast).unwrap().wait(|_| {}).unwrap().generated.steps;
+    assert!(steps <= plan.max_steps, "{steps} steps of at most {}", plan.max_steps);
+}
+
+/// Dropping a session while a run goes neither waits for the run nor lets it go on: the app
+/// loads another model without freezing.
+#[test]
+fn dropping_a_session_during_a_run_does_not_wait_for_it() {
+    let s = session("dream-tiny-Q8_0.gguf");
+    let params =
+        GenerateParams { gen_length: 256, steps: 256, temperature: 0.0, ..GenerateParams::defaults_for(Family::Dream) };
+    let prompt = s.prompt_ids(&Prompt::Chat("Tell me a long story".into())).unwrap();
+    let generation = s.generate(prompt, params).unwrap();
+    // Wait for the run to be under way.
+    while !matches!(generation.events().recv_timeout(Duration::from_secs(60)).unwrap(), Event::Step(_)) {}
+    let start = Instant::now();
+    drop(s);
+    let dropped_in = start.elapsed();
+    let finished = generation.wait(|_| {}).unwrap();
+    assert!(finished.generated.cancelled, "the run stopped when its session went");
+    assert!(finished.generated.steps < 256);
+    assert!(dropped_in < Duration::from_millis(100), "drop took {dropped_in:?}");
 }

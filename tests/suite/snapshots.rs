@@ -53,7 +53,8 @@ fn main_screens_match_their_snapshots() {
     // The demo model, typed as a path relative to the checkout (the working directory of
     // tests), so that the field reads the same on every machine.
     h.state_mut().model_path = "assets/demo-model-Q8_0.gguf".into();
-    h.state_mut().load("assets/demo-model-Q8_0.gguf".into());
+    let ctx = h.ctx.clone();
+    h.state_mut().load("assets/demo-model-Q8_0.gguf".into(), &ctx);
     wait_for(&mut h, "the demo model to load", |a| !a.is_loading());
     assert!(h.state().session.is_some(), "{:?}", h.state().error);
     {
@@ -65,7 +66,7 @@ fn main_screens_match_their_snapshots() {
         p.steps = 64;
         p.block_length = 32;
     }
-    h.state_mut().generate();
+    h.state_mut().generate(&ctx);
     wait_for(&mut h, "the run to finish", |a| a.run.as_ref().is_some_and(|r| r.finished.is_some()));
     fix_measurements(h.state_mut());
 
