@@ -2,7 +2,7 @@
 //! `dllm` and `dllm run` use when no model is given, so a fresh install works offline.
 //!
 //! The file is compiled into the binary and written once to the user's cache directory, where
-//! it is memory-mapped like any other model. It is written to a temporary name and renamed, so
+//! it is memory-mapped like any other model. It is written to a temporary file and renamed, so
 //! an interrupted write never leaves a partial file under the final name.
 
 use std::io::Write;
@@ -40,16 +40,13 @@ pub fn path_in(dir: &Path) -> Result<PathBuf, String> {
         format!("cannot write the demo model to {}: {what}: {e}; free some space or set XDG_CACHE_HOME", dir.display())
     };
     std::fs::create_dir_all(dir).map_err(|e| fail("creating the directory", e))?;
-    let partial = dir.join(format!(".demo-model-{}.{}.partial", short_hash(), std::process::id()));
-    let written = std::fs::File::create(&partial).and_then(|mut f| {
-        f.write_all(BYTES)?;
-        f.sync_all()
-    });
-    if let Err(e) = written {
-        let _ = std::fs::remove_file(&partial);
-        return Err(fail("writing", e));
-    }
-    std::fs::rename(&partial, &target).map_err(|e| fail("renaming", e))?;
+    // A temporary file in the same directory, removed if anything fails, renamed when whole.
+    let mut partial = tempfile::Builder::new()
+        .prefix(".demo-model-")
+        .tempfile_in(dir)
+        .map_err(|e| fail("creating a temporary file", e))?;
+    partial.write_all(BYTES).and_then(|()| partial.as_file().sync_all()).map_err(|e| fail("writing", e))?;
+    partial.persist(&target).map_err(|e| fail("renaming", e.error))?;
     Ok(target)
 }
 

@@ -2,15 +2,16 @@
 
 use std::path::PathBuf;
 
-/// dllm's folder in the user's cache directory (XDG_CACHE_HOME, else ~/.cache, else the
-/// temporary directory): the demo model's copy, compiled GPU kernels, packed CPU weights.
+/// dllm's folder in the user's cache directory (on Linux XDG_CACHE_HOME, else ~/.cache; the
+/// platform's own elsewhere; the temporary directory when there is none): the demo model's
+/// copy, compiled GPU kernels, packed CPU weights.
 pub fn cache_dir() -> PathBuf {
-    std::env::var_os("XDG_CACHE_HOME")
-        .filter(|v| !v.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
-        .unwrap_or_else(std::env::temp_dir)
-        .join("dllm")
+    dirs::cache_dir().unwrap_or_else(std::env::temp_dir).join("dllm")
+}
+
+/// Where the app saves replay pages unless told otherwise: `dllm-runs` in the home folder.
+pub fn default_export_dir() -> PathBuf {
+    dirs::home_dir().unwrap_or_else(std::env::temp_dir).join("dllm-runs")
 }
 
 /// Where the CPU's packed weights are kept between loads (`cpu::pack_cache`): one file per

@@ -109,14 +109,7 @@ impl Summary {
 
 /// Bytes in a human unit (KiB, MiB, GiB).
 pub fn human_bytes(n: u64) -> String {
-    const UNITS: [&str; 4] = ["B", "KiB", "MiB", "GiB"];
-    let mut v = n as f64;
-    let mut u = 0;
-    while v >= 1024.0 && u < UNITS.len() - 1 {
-        v /= 1024.0;
-        u += 1;
-    }
-    if u == 0 { format!("{n} B") } else { format!("{v:.1} {}", UNITS[u]) }
+    bytesize::ByteSize::b(n).display().iec().to_string()
 }
 
 /// A parameter count in a human unit (K, M, B).

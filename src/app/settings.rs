@@ -65,9 +65,7 @@ impl Settings {
 
     /// The folder replay pages are saved in.
     pub fn export_dir(&self) -> PathBuf {
-        self.export_dir.clone().unwrap_or_else(|| {
-            std::env::var_os("HOME").map_or_else(std::env::temp_dir, PathBuf::from).join("dllm-runs")
-        })
+        self.export_dir.clone().unwrap_or_else(crate::paths::default_export_dir)
     }
 
     /// The settings for this model: the demo model's, else its family's.

@@ -174,6 +174,9 @@ impl PackCache {
     }
 }
 
+/// Written by hand rather than with `tempfile`: the name carries the writer's process id, so
+/// that a later write can tell a temporary abandoned by a killed process (which it removes)
+/// from one a running process is still writing (which it leaves alone).
 fn temporary_name(path: &Path, pid: u32, n: u64) -> PathBuf {
     let mut name = path.as_os_str().to_owned();
     name.push(format!(".tmp-{pid}-{n}"));
