@@ -111,6 +111,18 @@ pub fn quantize_q8_0(x: &[f32], out: &mut [BlockQ8_0]) {
     }
 }
 
+/// Four blocks of random activations for the quantizers' tests: with ties of the largest
+/// magnitude in both signs and both orders (ggml keeps the first), and an all-zero block.
+#[cfg(test)]
+pub(crate) fn awkward_activations(rng: &mut impl rand::Rng, case: usize) -> Vec<f32> {
+    let mut x: Vec<f32> = (0..4 * QK_K).map(|_| rng.random_range(-3.0f32..3.0)).collect();
+    let (a, b) = (rng.random_range(0..QK_K), rng.random_range(0..QK_K));
+    let sign = if case.is_multiple_of(2) { 1.0 } else { -1.0 };
+    (x[a], x[b]) = (4.0 * sign, -4.0 * sign);
+    x[2 * QK_K..3 * QK_K].fill(0.0);
+    x
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -142,15 +154,10 @@ mod tests {
 
     #[test]
     fn q8_k_keeps_ggmls_first_maximum() {
-        use rand::{Rng, SeedableRng};
+        use rand::SeedableRng;
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(9);
         for case in 0..64 {
-            let mut x: Vec<f32> = (0..4 * QK_K).map(|_| rng.random_range(-3.0f32..3.0)).collect();
-            // Ties of magnitude with both signs, in both orders, and an all-zero block.
-            let (a, b) = (rng.random_range(0..QK_K), rng.random_range(0..QK_K));
-            let sign = if case % 2 == 0 { 1.0 } else { -1.0 };
-            (x[a], x[b]) = (4.0 * sign, -4.0 * sign);
-            x[2 * QK_K..3 * QK_K].fill(0.0);
+            let x = awkward_activations(&mut rng, case);
             let mut blocks = vec![BlockQ8K::default(); 4];
             quantize_q8_k(&x, &mut blocks);
             for (y, xb) in blocks.iter().zip(x.chunks_exact(QK_K)) {

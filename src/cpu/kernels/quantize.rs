@@ -52,7 +52,7 @@ unsafe fn quantize_q8_0_avx2(x: &[f32], out: &mut [BlockQ8_0]) {
 
 #[cfg(all(test, target_arch = "x86_64"))]
 mod tests {
-    use rand::{Rng, SeedableRng};
+    use rand::SeedableRng;
 
     use super::*;
     use crate::quant::blocks::{QK, QK_K};
@@ -61,12 +61,7 @@ mod tests {
     fn simd_quantizers_equal_the_portable_ones() {
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(9);
         for case in 0..64 {
-            let mut x: Vec<f32> = (0..4 * QK_K).map(|_| rng.random_range(-3.0f32..3.0)).collect();
-            // Ties of magnitude with both signs, in both orders, and an all-zero block.
-            let (a, b) = (rng.random_range(0..QK_K), rng.random_range(0..QK_K));
-            let sign = if case % 2 == 0 { 1.0 } else { -1.0 };
-            (x[a], x[b]) = (4.0 * sign, -4.0 * sign);
-            x[2 * QK_K..3 * QK_K].fill(0.0);
+            let x = crate::quant::q8::awkward_activations(&mut rng, case);
             let mut portable = vec![BlockQ8K::default(); 4];
             crate::quant::q8::quantize_q8_k(&x, &mut portable);
             let mut portable_0 = vec![BlockQ8_0::default(); 4 * QK_K / QK];
