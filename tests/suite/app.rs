@@ -116,6 +116,38 @@ fn stop_ends_a_run_early_and_the_app_keeps_working() {
     assert_eq!(h.state().run.as_ref().unwrap().steps.len(), 8);
 }
 
+/// Loading another model while a run goes cancels the run and does not wait for it: the
+/// window keeps drawing (the engine's own test shows the dropped session's run stopping).
+#[test]
+fn loading_during_a_run_cancels_it_without_freezing() {
+    let mut h = harness();
+    {
+        let s = &mut h.state_mut().settings;
+        (s.dream.gen_length, s.dream.steps, s.dream.temperature) = (512, 512, 0.0);
+    }
+    load(&mut h, &data("models/dream-tiny-Q4_K_M.gguf"));
+    h.get_by_label("Generate").click();
+    h.run_steps(3);
+    wait_for(&mut h, "a few steps", |a| a.run.as_ref().is_some_and(|r| r.steps.len() >= 3));
+    let ctx = h.ctx.clone();
+    let start = std::time::Instant::now();
+    h.state_mut().apply(Action::Load(data("models/llada-tiny-Q8_0.gguf").into()), &ctx);
+    h.run_steps(1);
+    let took = start.elapsed();
+    assert!(took < std::time::Duration::from_millis(500), "the window waited {took:?}");
+    assert!(h.state().run.is_none() && h.state().is_loading(), "the run is gone, the new model loading");
+    wait_for(&mut h, "the new model", |a| !a.is_loading());
+    let info = h.state().session.as_ref().expect("the new model loaded").info().clone();
+    assert_eq!(info.config.family, dllm::model::Family::Llada);
+    {
+        let p = h.state_mut().settings.params_mut(&info);
+        (p.gen_length, p.steps, p.block_length) = (8, 8, 8);
+    }
+    h.get_by_label("Generate").click();
+    h.run_steps(3);
+    wait_for(&mut h, "a run on the new model", |a| a.run.as_ref().is_some_and(|r| r.finished.is_some()));
+}
+
 #[test]
 fn a_corrupt_file_shows_an_error_and_the_app_still_works() {
     let bad = std::env::temp_dir().join(format!("dllm-app-corrupt-{}.gguf", std::process::id()));
