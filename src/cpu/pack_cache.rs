@@ -26,7 +26,7 @@ use crate::gguf::GgufFile;
 use crate::quant::GgmlType;
 
 const MAGIC: &[u8; 8] = b"DLLMPACK";
-/// Bumped whenever a packed layout (`cpu::repack`) or this header changes, which invalidates
+/// Bumped whenever a packed layout (`cpu::kernels::repack`) or this header changes, which invalidates
 /// every cache.
 const FORMAT_VERSION: u32 = 2;
 /// Where the header keeps the model file's path: its length (u16) then its bytes.

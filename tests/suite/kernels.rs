@@ -427,7 +427,7 @@ fn softmax_matches_scalar() {
     }
 }
 
-/// The 512-bit Q4_K, Q5_K, Q6_K and Q8_0 kernels of the AVX-512 VNNI path (`cpu::avx512`)
+/// The 512-bit Q4_K, Q5_K, Q6_K and Q8_0 kernels of the AVX-512 VNNI path (`cpu::kernels::avx512`)
 /// compute the same integers and then the same float operations as the 256-bit ones, so their
 /// results are bit-identical: the paths can be swapped without changing a generated token.
 #[test]

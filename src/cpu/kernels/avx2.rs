@@ -1,5 +1,5 @@
 //! 256-bit x86 kernels: one quantized weight row, or one packed group of eight columns
-//! (`cpu::repack`), against up to `R` activation rows at once, so that each unpacked weight
+//! (`cpu::kernels::repack`), against up to `R` activation rows at once, so that each unpacked weight
 //! vector is reused R times. Integer sums use `vpmaddubsw` (unsigned weights x signed
 //! activations, pairs summed to i16) and a widening multiply-add against the sub-block scale
 //! (pairs summed to i32); each super-block ends with one float multiply-add per row.
@@ -219,7 +219,7 @@ pub unsafe fn dot_q8_0<const R: usize>(w: &[u8], a: &[&[BlockQ8_0]; R]) -> [f32;
     }
 }
 
-/// Eight interleaved Q4_K columns (`cpu::repack` layout, one group) against R activation rows:
+/// Eight interleaved Q4_K columns (`cpu::kernels::repack` layout, one group) against R activation rows:
 /// `out[r][c] = dot(column c, a[r])`. Within a sub-block the byte products of four chunks are
 /// summed in i16 (at most 8 x 2 x 15 x 127 = 30480, no overflow) before one `O::dot_i16` applies
 /// the eight columns' scales.
@@ -311,7 +311,7 @@ unsafe fn gemm_k4_like_x8<O: Int8Dot, const R: usize>(
 }
 
 /// The end of a packed Q4_K/Q5_K super-block: the columns' scales and mins, loaded once. The
-/// 512-bit kernels (`cpu::avx512`) do the same float operations lane-wise.
+/// 512-bit kernels (`cpu::kernels::avx512`) do the same float operations lane-wise.
 struct K4Finish {
     d: __m256,
     dmin: __m256,
@@ -368,7 +368,7 @@ fn rows_out<const R: usize>(sum: [__m256; R]) -> [[f32; 8]; R] {
     out
 }
 
-/// Eight interleaved Q6_K columns (`cpu::repack` layout, one group) against R activation rows.
+/// Eight interleaved Q6_K columns (`cpu::kernels::repack` layout, one group) against R activation rows.
 /// Each chunk's two byte products (at most 2 x 2 x 63 x 127 = 32004) are summed in i16, then
 /// scaled; the +32 storage offset is removed once per block with the activation sums.
 #[inline(always)]
@@ -437,7 +437,7 @@ unsafe fn finish_q6_k_block<O: Int8Dot>(sum: __m256, acc: __m256i, p: *const u8,
     }
 }
 
-/// Eight interleaved Q8_0 columns (`cpu::repack` layout, one group) against R activation rows.
+/// Eight interleaved Q8_0 columns (`cpu::kernels::repack` layout, one group) against R activation rows.
 /// Signed x signed products go through `O::dot_u8i8` as |w| x (a with w's sign) (pair sums at
 /// most 2 x 128 x 127, within i16 as that step requires).
 #[inline(always)]

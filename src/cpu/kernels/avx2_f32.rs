@@ -1,4 +1,4 @@
-//! AVX2 + FMA forms of `cpu::vec_f32`. Safety contract of each `unsafe fn`: the CPU has AVX2
+//! AVX2 + FMA forms of `cpu::kernels::vec_f32`. Safety contract of each `unsafe fn`: the CPU has AVX2
 //! and FMA, and the shapes were checked by the safe wrapper (equal lengths, rows inside their
 //! matrix).
 

@@ -1,5 +1,5 @@
 //! 512-bit kernels of the AVX-512 VNNI path for the packed Q4_K, Q5_K, Q6_K and Q8_0 groups
-//! (`cpu::repack` layout), against up to `PACKED_ROW_GROUP` activation rows.
+//! (`cpu::kernels::repack` layout), against up to `PACKED_ROW_GROUP` activation rows.
 //!
 //! Why a second form of the same products: on a CPU with full-width AVX-512 (Zen 5, Intel server
 //! chips) a zmm `vpdpbusd` does twice the multiply-adds of a ymm one in the same time, and the

@@ -1,4 +1,4 @@
-//! AVX-512 forms of attention's two f32 kernels (`cpu::vec_f32`: the scores and the weighted
+//! AVX-512 forms of attention's two f32 kernels (`cpu::kernels::vec_f32`: the scores and the weighted
 //! sum of values, each for a tile of queries), for the AVX-512 VNNI path. One zmm does what the
 //! AVX2 forms' two ymm do, lane for lane: the same multiply-adds on the same elements in the
 //! same order, and the horizontal sums fold the upper half onto the lower before the AVX2 tree.

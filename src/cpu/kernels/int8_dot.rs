@@ -5,7 +5,7 @@
 //!
 //! Both VNNI variants work at 256-bit width: the packed layouts hold eight columns per 32-byte
 //! vector, and 256-bit VNNI (AVX-VNNI, or AVX-512 VNNI with AVX-512VL) runs the same layout.
-//! The AVX-512 VNNI path also has 512-bit forms of the packed kernels (`cpu::avx512`).
+//! The AVX-512 VNNI path also has 512-bit forms of the packed kernels (`cpu::kernels::avx512`).
 
 use std::arch::x86_64::*;
 

@@ -103,7 +103,7 @@ mod x86 {
         unsafe { chains::<AvxVnniDot>(iters) }
     }
 
-    /// The AVX-512 VNNI path's peak is that of its widest kernels (`cpu::avx512`): 12 chains
+    /// The AVX-512 VNNI path's peak is that of its widest kernels (`cpu::kernels::avx512`): 12 chains
     /// of zmm `vpdpbusd`, 64 multiply-adds each. (On a CPU that splits zmm into two halves, such
     /// as Zen 4, this equals the ymm rate; on full-width ones, such as Zen 5, it is twice it.)
     #[target_feature(enable = "avx2,avx512f,avx512bw,avx512vl,avx512vnni")]

@@ -43,7 +43,7 @@ macro_rules! by_rows {
     ($m:ident::$f:ident, $w:expr, $acts:expr, $out:expr, [$($n:literal),*]) => {{
         let (w, a, out) = ($w, $acts, $out);
         // SAFETY: the caller checked that the ISA is available and that the lengths match
-        // (see the safety contracts in cpu::avx2 and cpu::avx512).
+        // (see the safety contracts in cpu::kernels::avx2 and cpu::kernels::avx512).
         unsafe {
             match a.len() {
                 $( $n => out.copy_from_slice(&$m::$f::<$n>(w, a.try_into().expect("matched on the length"))), )*
@@ -63,7 +63,7 @@ macro_rules! packed_rows {
     ($m:ident::$f:ident, $w:expr, $acts:expr, $out:expr, $col:expr, $ahead:expr, [$($n:literal),*]) => {{
         let (w, a, out, col, ahead) = ($w, $acts, &mut *$out, $col, $ahead);
         // SAFETY: the caller checked that the ISA is available and that the lengths match
-        // (see the safety contracts in cpu::avx2 and cpu::avx512).
+        // (see the safety contracts in cpu::kernels::avx2 and cpu::kernels::avx512).
         unsafe {
             match a.len() {
                 $( $n => put_results(out, col, &$m::$f::<$n>(w, a.try_into().expect("matched on the length"), ahead)), )*
@@ -97,7 +97,7 @@ macro_rules! packed_x8 {
     }};
 }
 
-/// The 512-bit kernel `$f` (`cpu::avx512`), `$rows` rows a call (R from the list); each call
+/// The 512-bit kernel `$f` (`cpu::kernels::avx512`), `$rows` rows a call (R from the list); each call
 /// spreads the prefetch of its share of `$ahead` over its loop.
 macro_rules! packed_zmm {
     ($f:ident, $rows:expr, [$($n:literal),*], $w:expr, $acts:expr, $out:expr, $col:expr, $ahead:expr) => {{
@@ -197,7 +197,7 @@ pub fn dot_rows_q8_0(isa: Isa, w: &[u8], acts: &[&[BlockQ8_0]], out: &mut [f32])
 }
 
 /// `out[r][c] = dot(column c of the packed groups, acts[r])` for up to `PACKED_ROW_GROUP` rows,
-/// on one to `MAX_CALL_GROUPS` adjacent Q4_K, Q5_K or Q6_K groups in the `cpu::repack` layout
+/// on one to `MAX_CALL_GROUPS` adjacent Q4_K, Q5_K or Q6_K groups in the `cpu::kernels::repack` layout
 /// (`groups`: their bytes, one after the other; `out[r][..8 * groups]` is written), each span
 /// of groups taken by the widest kernel that fits it. Only the x86 SIMD paths have packed
 /// kernels; the scalar reference for the same product is `dot_rows_q8k` on the unpacked rows.

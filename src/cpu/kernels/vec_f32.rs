@@ -7,7 +7,7 @@ use super::Isa;
 pub use super::scalar_f32::Rows;
 use super::scalar_f32::swiglu_scalar;
 
-/// Whether `isa` runs the AVX-512 forms of the attention kernels (`cpu::avx512_f32`).
+/// Whether `isa` runs the AVX-512 forms of the attention kernels (`cpu::kernels::avx512_f32`).
 #[cfg(target_arch = "x86_64")]
 fn runs_avx512(isa: Isa) -> bool {
     isa == Isa::Avx512Vnni && isa.is_available()

@@ -3,7 +3,7 @@
 //! activations are quantized to 8 bits once per product and each output is an integer block dot
 //! product (`quant::vec_dot`); other types are dequantized to f32 a tile of rows at a time.
 //! This is the oracle that the int8 SIMD kernels are tested against; on the x86 SIMD paths the
-//! matrices with an interleaved copy (`cpu::repack`) run through the packed kernels.
+//! matrices with an interleaved copy (`cpu::kernels::repack`) run through the packed kernels.
 
 use std::sync::Mutex;
 
@@ -23,7 +23,7 @@ use crate::quant::{DequantError, GgmlType, dequantize};
 const TILE: usize = 8;
 
 /// A weight matrix as stored in GGUF: `n_out` rows of `n_in` values of type `ty`, and its
-/// interleaved copy (`cpu::repack`) when the kernels use one.
+/// interleaved copy (`cpu::kernels::repack`) when the kernels use one.
 #[derive(Clone, Copy)]
 pub struct Matrix<'a> {
     pub ty: GgmlType,
