@@ -132,3 +132,215 @@ impl<B: Backend> Forward for Transformer<B> {
         Ok(true)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! The loop's contract with every backend, on a backend that records the calls: what runs
+    //! for each pass kind, in which order, on which rows. (The CPU backend's numbers are checked
+    //! against the goldens; this is what the CUDA backend relies on as well.)
+
+    use std::ops::Range;
+
+    use super::*;
+    use crate::model::weights::{Layer, MatrixRef};
+    use crate::model::{Family, RopeStyle};
+
+    #[derive(Default)]
+    struct Recorder {
+        calls: Vec<String>,
+    }
+
+    impl Backend for Recorder {
+        type Matrix = &'static str;
+        type Vector = &'static str;
+
+        fn begin_pass(&mut self, _: &ModelConfig, s: &PassShape) -> Result<(), ModelError> {
+            self.calls.push(format!("begin {} {:?} {}", s.len, s.window, s.head_rows));
+            Ok(())
+        }
+        fn embed(&mut self, _: &GgufFile, _: &MatrixRef, tokens: &[u32]) -> Result<(), ModelError> {
+            self.calls.push(format!("embed {tokens:?}"));
+            Ok(())
+        }
+        fn rms_norm(&mut self, i: Act, w: &&str, o: Act, rows: usize, _: f32) -> Result<(), ModelError> {
+            self.calls.push(format!("norm {w} {i:?}->{o:?} {rows}"));
+            Ok(())
+        }
+        fn rms_norm_rows(&mut self, rows: &[usize], w: &&str, _: f32) -> Result<(), ModelError> {
+            self.calls.push(format!("norm rows {w} {rows:?}"));
+            Ok(())
+        }
+        fn linear(&mut self, w: &&str, i: Act, o: Act, rows: usize, same: bool) -> Result<(), ModelError> {
+            self.calls.push(format!("linear {w} {i:?}->{o:?} {rows}{}", if same { " same input" } else { "" }));
+            Ok(())
+        }
+        fn add_bias(&mut self, x: Act, b: &&str, rows: usize) -> Result<(), ModelError> {
+            self.calls.push(format!("bias {b} {x:?} {rows}"));
+            Ok(())
+        }
+        fn rope(&mut self, _: &ModelConfig, x: Act, rows: usize, heads: usize, first: usize) -> Result<(), ModelError> {
+            self.calls.push(format!("rope {x:?} {rows} x {heads} from {first}"));
+            Ok(())
+        }
+        fn attention(&mut self, _: &ModelConfig, k: Keys, rows: usize, keys: usize) -> Result<(), ModelError> {
+            self.calls.push(format!("attention {k:?} {rows} over {keys}"));
+            Ok(())
+        }
+        fn swiglu(&mut self, n: usize) -> Result<(), ModelError> {
+            self.calls.push(format!("swiglu {n}"));
+            Ok(())
+        }
+        fn add_into(&mut self, x: Act, y: Act, n: usize) -> Result<(), ModelError> {
+            self.calls.push(format!("add {y:?}->{x:?} {n}"));
+            Ok(())
+        }
+        fn cache_store(&mut self, l: usize, n_layer: usize, len: usize, kv: usize) -> Result<(), ModelError> {
+            self.calls.push(format!("store {l}/{n_layer} {len}x{kv}"));
+            Ok(())
+        }
+        fn cache_assemble(&mut self, l: usize, w: &Range<usize>, len: usize, kv: usize) -> Result<(), ModelError> {
+            self.calls.push(format!("assemble {l} {w:?} {len}x{kv}"));
+            Ok(())
+        }
+        fn logits_to_host(&mut self, n: usize, out: &mut Vec<f32>) -> Result<(), ModelError> {
+            self.calls.push(format!("logits {n}"));
+            out.resize(n, 0.0);
+            Ok(())
+        }
+    }
+
+    fn model() -> Transformer<Recorder> {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/models/llada-tiny-F32.gguf");
+        let gguf = Arc::new(GgufFile::open(std::path::Path::new(path)).unwrap());
+        let config = ModelConfig {
+            family: Family::Dream,
+            n_vocab: 10,
+            n_embd: 8,
+            n_layer: 2,
+            n_head: 2,
+            n_head_kv: 1,
+            head_dim: 4,
+            n_ff: 16,
+            context_length: 32,
+            rope_base: 10_000.0,
+            rope_dims: 4,
+            rope_style: RopeStyle::Halves,
+            rms_eps: 1e-6,
+            shift_logits: true,
+        };
+        let layer = |bias| Layer {
+            attn_norm: "attn_norm",
+            wq: "wq",
+            wk: "wk",
+            wv: "wv",
+            wo: "wo",
+            bq: bias,
+            bk: None,
+            bv: None,
+            ffn_norm: "ffn_norm",
+            gate: "gate",
+            up: "up",
+            down: "down",
+        };
+        let table = MatrixRef { ty: crate::quant::GgmlType::F32, n_in: 8, n_out: 10, offset: 0, n_bytes: 320 };
+        let weights = Weights {
+            token_embd: table,
+            layers: vec![layer(Some("bq")), layer(None)],
+            output_norm: "out_norm",
+            output: "head",
+        };
+        Transformer::new(gguf, config, weights, Recorder::default())
+    }
+
+    fn layer_calls(l: usize, n: usize, first: usize, kv: &[String], keys: &str) -> Vec<String> {
+        let mut calls = vec![
+            format!("norm attn_norm X->H {n}"),
+            format!("linear wq H->Q {n}"),
+            format!("linear wk H->K {n} same input"),
+            format!("linear wv H->V {n} same input"),
+        ];
+        if l == 0 {
+            calls.push(format!("bias bq Q {n}"));
+        }
+        calls.extend([format!("rope Q {n} x 2 from {first}"), format!("rope K {n} x 1 from {first}")]);
+        calls.extend(kv.iter().cloned());
+        calls.extend([
+            keys.to_string(),
+            format!("linear wo Att->H {n}"),
+            format!("add H->X {}", n * 8),
+            format!("norm ffn_norm X->H {n}"),
+            format!("linear gate H->Gate {n}"),
+            format!("linear up H->Up {n} same input"),
+            format!("swiglu {}", n * 16),
+            format!("linear down Gate->H {n}"),
+            format!("add H->X {}", n * 8),
+        ]);
+        calls
+    }
+
+    fn run(
+        m: &mut Transformer<Recorder>,
+        tokens: &[u32],
+        pass: &Pass,
+        rows: &[usize],
+    ) -> Result<Vec<String>, ModelError> {
+        m.backend_mut().calls.clear();
+        let mut logits = Vec::new();
+        m.forward_pass(tokens, pass, rows, &mut logits)?;
+        assert_eq!(logits.len(), rows.len() * 10);
+        Ok(std::mem::take(&mut m.backend_mut().calls))
+    }
+
+    #[test]
+    fn a_full_pass_runs_every_layer_on_every_row_and_the_head_on_the_asked_rows() {
+        let mut m = model();
+        let calls = run(&mut m, &[1, 2, 3, 4, 5], &Pass::Full, &[4, 2]).unwrap();
+        let mut want = vec!["begin 5 0..5 2".to_string(), "embed [1, 2, 3, 4, 5]".to_string()];
+        for l in 0..2 {
+            want.extend(layer_calls(l, 5, 0, &[], "attention Fresh 5 over 5"));
+        }
+        want.extend(["norm rows out_norm [4, 2]".to_string(), "linear head Head->Logits 2".to_string()]);
+        want.push("logits 20".into());
+        assert_eq!(calls, want);
+    }
+
+    #[test]
+    fn a_window_reads_the_cache_its_fill_left_and_only_the_window_runs() {
+        let mut m = model();
+        let tokens = [1, 2, 3, 4, 5, 6];
+        let calls = run(&mut m, &tokens, &Pass::FillCache, &[]).unwrap();
+        let store = |l: usize| vec![format!("store {l}/2 6x4")];
+        let mut want = vec!["begin 6 0..6 0".to_string(), "embed [1, 2, 3, 4, 5, 6]".to_string()];
+        for l in 0..2 {
+            want.extend(layer_calls(l, 6, 0, &store(l), "attention Fresh 6 over 6"));
+        }
+        // No rows asked: no head, no logits.
+        want.push("logits 0".into());
+        assert_eq!(calls, want);
+
+        let calls = run(&mut m, &tokens, &Pass::Window(2..4), &[3]).unwrap();
+        let assemble = |l: usize| vec![format!("assemble {l} 2..4 6x4")];
+        let mut want = vec!["begin 6 2..4 1".to_string(), "embed [3, 4]".to_string()];
+        for l in 0..2 {
+            want.extend(layer_calls(l, 2, 2, &assemble(l), "attention Assembled 2 over 6"));
+        }
+        // The head's rows are the window's own.
+        want.extend(["norm rows out_norm [1]".to_string(), "linear head Head->Logits 1".to_string()]);
+        want.push("logits 10".into());
+        assert_eq!(calls, want);
+    }
+
+    #[test]
+    fn a_window_against_another_canvas_is_refused_before_any_work() {
+        let mut m = model();
+        let e = run(&mut m, &[1, 2, 3], &Pass::Window(0..2), &[0]).unwrap_err();
+        assert!(matches!(e, ModelError::CacheMismatch { cached: 0, canvas: 3 }), "{e}");
+        run(&mut m, &[1, 2, 3, 4], &Pass::FillCache, &[]).unwrap();
+        let e = run(&mut m, &[1, 2, 3], &Pass::Window(0..2), &[0]).unwrap_err();
+        assert!(matches!(e, ModelError::CacheMismatch { cached: 4, canvas: 3 }), "{e}");
+        assert!(m.backend().calls.is_empty());
+        let e = run(&mut m, &[1, 2, 3, 4], &Pass::Window(1..3), &[0]).unwrap_err();
+        assert!(matches!(e, ModelError::RowOutsideWindow { row: 0, .. }), "{e}");
+        assert!(run(&mut m, &[1, 2, 3, 4], &Pass::Window(1..3), &[2]).is_ok());
+    }
+}
