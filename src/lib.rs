@@ -2,6 +2,7 @@
 
 #[cfg(feature = "app")]
 pub mod app;
+pub mod backend;
 pub mod bench;
 pub mod chat;
 pub mod cpu;

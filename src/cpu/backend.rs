@@ -1,4 +1,4 @@
-//! The CPU backend: the forward pass's primitives (`forward::Backend`) over f32 activations,
+//! The CPU backend: the forward pass's primitives (`backend::Backend`) over f32 activations,
 //! with the quantized products on the int8 kernels, and the load that readies the weights for
 //! them (packed in memory or mapped from the pack cache).
 
@@ -14,14 +14,11 @@ use super::ops::matmul::{MatmulScratch, Matrix, grow, matmul, matmul_same_input}
 use super::ops::norm::rms_norm;
 use super::ops::{add_into, swiglu};
 use super::pack_cache::{CacheWrite, MatrixSpec, PackCache};
-use crate::forward::{Act, Backend, Keys, PassShape, Transformer};
+use crate::backend::{Act, Backend, Keys, Loaded, PassShape};
 use crate::gguf::GgufFile;
 use crate::model::rope::RopeTable;
 use crate::model::weights::{MatrixRef, Weights};
 use crate::model::{ModelConfig, ModelError, Preparation};
-
-/// A model on the CPU.
-pub type CpuModel = Transformer<CpuBackend>;
 
 /// A weight matrix as the CPU kernels read it: in the mapped file, and its interleaved copy
 /// when the packed kernels use one.
@@ -56,24 +53,20 @@ struct Prepared {
     cache_write: Option<CacheWrite>,
 }
 
-impl CpuModel {
-    pub fn load(gguf: Arc<GgufFile>) -> Result<CpuModel, ModelError> {
-        Self::load_with(gguf, None, &|_| {})
-    }
-
-    /// `load`, reporting the fraction of the weights prepared (repacked) so far to `progress`,
-    /// and with a `pack_cache` directory keeping the packed weights in a cache file there
-    /// (`cpu::pack_cache`): mapped from it when a valid one exists, else packed in memory and
-    /// written there in the background.
-    pub fn load_with(
-        gguf: Arc<GgufFile>,
+impl CpuBackend {
+    /// The model in `gguf` made ready for the CPU: its hyperparameters, its weights (packed for
+    /// the kernels, with a `pack_cache` directory through a cache file there: mapped from it
+    /// when a valid one exists, else packed in memory and written there in the background) and
+    /// the backend's buffers. `progress` hears the fraction of the weights prepared so far.
+    pub fn load(
+        gguf: &Arc<GgufFile>,
         pack_cache: Option<&Path>,
         progress: &dyn Fn(f32),
-    ) -> Result<CpuModel, ModelError> {
-        let config = ModelConfig::from_gguf(&gguf)?;
-        let located = Weights::locate(&gguf, &config)?;
+    ) -> Result<Loaded<CpuBackend>, ModelError> {
+        let config = ModelConfig::from_gguf(gguf)?;
+        let located = Weights::locate(gguf, &config)?;
         let (weights, prepared) = if active_isa().is_x86_simd() {
-            pack_for_kernels(&gguf, located, pack_cache, progress)
+            pack_for_kernels(gguf, located, pack_cache, progress)
         } else {
             let weights = located.try_map(unpacked, |v| Ok::<_, ModelError>(v.clone()), &|_| {})?;
             (weights, Prepared { how: Preparation::Mapped, cache_write: None })
@@ -89,18 +82,18 @@ impl CpuModel {
             cache: KvCache::default(),
             prepared,
         };
-        Ok(Transformer::new(gguf, config, weights, backend))
+        Ok(Loaded { backend, config, weights })
     }
 
     /// How the weights were prepared.
     pub fn prepared(&self) -> &Preparation {
-        &self.backend().prepared.how
+        &self.prepared.how
     }
 
-    /// The background write of the pack cache file this load started, if any (to wait for it
+    /// The background write of the pack cache file the load started, if any (to wait for it
     /// before the process ends, since an unfinished one is thrown away).
     pub fn take_pack_cache_write(&mut self) -> Option<CacheWrite> {
-        self.backend_mut().prepared.cache_write.take()
+        self.prepared.cache_write.take()
     }
 }
 

@@ -1,4 +1,4 @@
-//! The CUDA backend: the forward pass's primitives (`forward::Backend`) on an NVIDIA GPU, with
+//! The CUDA backend: the forward pass's primitives (`backend::Backend`) on an NVIDIA GPU, with
 //! the weights uploaded once in their GGUF blocks and every operation a kernel from kernels/.
 //! The operations queue on one stream; nothing waits for the GPU until the logits of the
 //! requested rows (or the tokens chosen from them) are copied back.
@@ -12,14 +12,11 @@ use super::launch::{blocks, cfg, ensure, launch};
 use super::linear::{Activations, GpuMatrix, QuantizedInput, upload_bytes};
 use super::row_rule::RowChooser;
 use super::{CudaError, GpuInfo, Kernels};
-use crate::forward::{Act, Backend, Keys, PassShape, RowRule, Transformer};
+use crate::backend::{Act, Backend, Keys, Loaded, PassShape, RowRule};
 use crate::gguf::GgufFile;
 use crate::model::rope::RopeTable;
 use crate::model::weights::{MatrixRef, Weights};
 use crate::model::{ModelConfig, ModelError, RopeStyle};
-
-/// A model on an NVIDIA GPU.
-pub type CudaModel = Transformer<CudaBackend>;
 
 /// int8 activations of one input, and which input and format they hold, so that one
 /// quantization serves every product that shares an input (q/k/v, gate/up).
@@ -48,9 +45,9 @@ pub struct CudaBackend {
     host_rows: Vec<i32>,
 }
 
-impl CudaModel {
-    /// GPU memory the model needs: its matrices as uploaded, plus activations and the K/V cache
-    /// for a full context.
+impl CudaBackend {
+    /// GPU memory the model in `gguf` needs: its matrices as uploaded, plus activations and the
+    /// K/V cache for a full context.
     pub fn bytes_needed(gguf: &GgufFile) -> Result<u64, ModelError> {
         let c = ModelConfig::from_gguf(gguf)?;
         let w = Weights::locate(gguf, &c)?;
@@ -63,20 +60,16 @@ impl CudaModel {
         Ok(matrices + activations + cache + logits)
     }
 
-    /// Uploads the model to `gpu` and compiles (or loads cached) kernels for it. The host pages
-    /// of every uploaded matrix are released; only the embedding table, read a row at a time for
-    /// the canvas tokens, stays mapped.
-    pub fn load(gguf: Arc<GgufFile>, gpu: &GpuInfo) -> Result<CudaModel, ModelError> {
-        Self::load_with_progress(gguf, gpu, &|_| {})
-    }
-
-    /// `load`, reporting the fraction of the layers uploaded so far to `progress`.
-    pub fn load_with_progress(
-        gguf: Arc<GgufFile>,
+    /// The model in `gguf` uploaded to `gpu`, with kernels compiled (or loaded cached) for it:
+    /// its hyperparameters, its weights on the device and the backend's buffers. The host pages
+    /// of every uploaded matrix are released; only the embedding table, read a row at a time
+    /// for the canvas tokens, stays mapped. `progress` hears the fraction of the layers uploaded.
+    pub fn load(
+        gguf: &Arc<GgufFile>,
         gpu: &GpuInfo,
         progress: &dyn Fn(f32),
-    ) -> Result<CudaModel, ModelError> {
-        let config = ModelConfig::from_gguf(&gguf)?;
+    ) -> Result<Loaded<CudaBackend>, ModelError> {
+        let config = ModelConfig::from_gguf(gguf)?;
         if ![32, 64, 128].contains(&config.head_dim) {
             return Err(CudaError::Unsupported(format!(
                 "the CUDA attention kernel handles head sizes 32, 64 and 128, not {}; run with --device cpu",
@@ -84,13 +77,13 @@ impl CudaModel {
             ))
             .into());
         }
-        let located = Weights::locate(&gguf, &config)?;
+        let located = Weights::locate(gguf, &config)?;
         let ctx = CudaContext::new(gpu.ordinal).map_err(CudaError::driver("opening the GPU"))?;
         let stream = ctx.default_stream();
         let kernels = Kernels::load(&ctx, &gpu.arch())?;
         let embd = located.token_embd.offset;
         let matrix = |m: &MatrixRef| -> Result<GpuMatrix, ModelError> {
-            let g = GpuMatrix::upload(&gguf, &stream, m)?;
+            let g = GpuMatrix::upload(gguf, &stream, m)?;
             if m.offset != embd {
                 gguf.release(m.offset as u64, m.n_bytes as u64);
             }
@@ -119,20 +112,18 @@ impl CudaModel {
             kernels,
             stream,
         };
-        Ok(Transformer::new(gguf, config, weights, backend))
+        Ok(Loaded { backend, config, weights })
     }
 
     pub fn gpu(&self) -> &GpuInfo {
-        &self.backend().gpu
+        &self.gpu
     }
 
     /// The kernels, for tests that check each against the CPU function it replaces.
     pub fn kernels(&self) -> (&Arc<CudaStream>, &Kernels) {
-        (&self.backend().stream, &self.backend().kernels)
+        (&self.stream, &self.kernels)
     }
-}
 
-impl CudaBackend {
     fn elementwise(&mut self, name: &str, x: Act, y: Act, n: usize) -> Result<(), ModelError> {
         let n32 = n as i32;
         let [x, y] = self.acts.get_disjoint_mut([x as usize, y as usize]).expect("two different roles");

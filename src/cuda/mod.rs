@@ -1,4 +1,4 @@
-//! The CUDA backend: the forward pass's primitives (`forward::Backend`) on an NVIDIA GPU, with our own
+//! The CUDA backend: the forward pass's primitives (`backend::Backend`) on an NVIDIA GPU, with our own
 //! kernels (kernels/*.cu) compiled by NVRTC for the device found. cudarc loads the driver and
 //! NVRTC at run time, so the one binary runs on machines with no CUDA at all.
 
@@ -11,7 +11,7 @@ mod linear;
 mod peak;
 mod row_rule;
 
-pub use backend::{CudaBackend, CudaModel};
+pub use backend::CudaBackend;
 pub use device::{Choice, Device, DeviceRequest, GpuInfo, MIN_COMPUTE, Probe, choose, probe};
 pub use gemm_rate::{GemmRate, gemm_rates};
 pub use kernels::{ARCHS, KERNELS, Kernels, compile_ptx, nvrtc_present, source};

@@ -1,4 +1,4 @@
-//! The samplers' row rules (`forward::RowRule`) on the GPU: `choose_token` (kernels/rows.cu)
+//! The samplers' row rules (`backend::RowRule`) on the GPU: `choose_token` (kernels/rows.cu)
 //! runs one block per row over logits already on the device, and only a token and a confidence
 //! per row are copied back.
 
@@ -7,7 +7,7 @@ use std::sync::Arc;
 use cudarc::driver::{CudaSlice, CudaStream, LaunchConfig, PushKernelArg};
 
 use super::{CudaError, Kernels};
-use crate::forward::{RowConfidence, RowRule};
+use crate::backend::{RowConfidence, RowRule};
 
 /// The kernel's block size (THREADS in kernels/rows.cu).
 const THREADS: u32 = 512;

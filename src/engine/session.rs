@@ -10,10 +10,9 @@ use std::time::Instant;
 
 use super::EngineError;
 use crate::chat::{Message, render};
-use crate::cpu::CpuModel;
 use crate::cpu::pack_cache::CacheWrite;
-use crate::cuda::{CudaModel, Device, DeviceRequest, GpuInfo, choose, probe};
-use crate::forward::Forward;
+use crate::cuda::{Device, DeviceRequest, GpuInfo, choose, probe};
+use crate::forward::{CpuModel, CudaModel, Forward};
 use crate::gguf::GgufFile;
 use crate::model::{ModelConfig, ModelError, Preparation};
 use crate::sampler::{DecodingPlan, GenerateParams, Generated, SpecialTokens, answer_ids, generate_planned};

@@ -2,19 +2,19 @@
 //!
 //! `Forward` is the seam the samplers call. It has one implementation, `Transformer<B>`: the
 //! layer loop of the LLaDA/Dream backbone, the pass kinds and the K/V cache bookkeeping,
-//! written once over a `Backend`, whose primitives (norm, products, RoPE, attention, ...) the
-//! CPU (`cpu::CpuBackend`) and CUDA (`cuda::CudaBackend`) implement.
+//! written once over a `backend::Backend`, whose primitives (norm, products, RoPE, attention,
+//! ...) the CPU (`cpu::CpuBackend`) and CUDA (`cuda::CudaBackend`) implement; `models` puts
+//! each backend's model together.
 
-mod backend;
-mod row_rule;
+mod models;
 mod transformer;
 
 use std::ops::Range;
 
-pub use backend::{Act, Backend, Keys, PassShape};
-pub use row_rule::{RowConfidence, RowRule};
+pub use models::{CpuModel, CudaModel};
 pub use transformer::Transformer;
 
+use crate::backend::RowRule;
 use crate::model::{ModelConfig, ModelError};
 
 /// Which canvas positions one forward pass runs, and how it uses the K/V cache.

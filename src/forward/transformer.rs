@@ -3,7 +3,8 @@
 
 use std::sync::Arc;
 
-use super::{Act, Backend, Forward, Keys, Pass, PassShape, RowRule, check_pass};
+use super::{Forward, Pass, check_pass};
+use crate::backend::{Act, Backend, Keys, PassShape, RowRule};
 use crate::gguf::GgufFile;
 use crate::model::weights::Weights;
 use crate::model::{ModelConfig, ModelError};

@@ -17,7 +17,8 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
 
-use crate::forward::{Forward, Pass, RowRule};
+use crate::backend::RowRule;
+use crate::forward::{Forward, Pass};
 use crate::model::ModelError;
 pub use param::{Kind, PARAMS, Param, ParamError, ParamSpec, Value};
 pub use params::{DreamAlg, GenerateParams, KvCacheMode, Remasking};

@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::forward::RowConfidence;
+use crate::backend::RowConfidence;
 use crate::model::Family;
 
 /// LLaDA's remasking strategy: which masked positions to commit at each step.

@@ -1,11 +1,11 @@
-//! The host implementation of the row rules (`forward::RowRule`): the definition every
+//! The host implementation of the row rules (`backend::RowRule`): the definition every
 //! backend's own implementation is tested against.
 
 use super::rows::{
     argmax, categorical, margin, neg_entropy, softmax_in_place, softmax_prob, softmax_prob_f64, top_k_filter,
     top_p_filter,
 };
-use crate::forward::{RowConfidence, RowRule};
+use crate::backend::{RowConfidence, RowRule};
 
 /// The token and confidence for one row of logits; `row` is consumed as scratch and `u` is
 /// the row's uniform number (read only when the rule draws).

@@ -10,15 +10,14 @@ use std::sync::Arc;
 
 use common::{compare_logits, data, read_f32, read_i32};
 use cudarc::driver::{CudaContext, CudaSlice, CudaStream, LaunchConfig, PushKernelArg};
-use dllm::cpu::CpuModel;
+use dllm::backend::RowConfidence;
+use dllm::backend::RowRule;
 use dllm::cpu::ops::attention::{AttentionScratch, AttentionShape, attention};
 use dllm::cpu::ops::matmul::{MatmulScratch, Matrix, matmul};
 use dllm::cpu::ops::norm::rms_norm;
-use dllm::cuda::{
-    ARCHS, CudaModel, GpuInfo, KERNELS, Kernels, MIN_COMPUTE, Probe, RowChooser, compile_ptx, nvrtc_present, probe,
-};
-use dllm::forward::RowConfidence;
-use dllm::forward::{Forward, Pass, RowRule};
+use dllm::cuda::{ARCHS, GpuInfo, KERNELS, Kernels, MIN_COMPUTE, Probe, RowChooser, compile_ptx, nvrtc_present, probe};
+use dllm::forward::{CpuModel, CudaModel};
+use dllm::forward::{Forward, Pass};
 use dllm::gguf::GgufFile;
 use dllm::model::rope::RopeTable;
 use dllm::model::{Family, RopeStyle};

@@ -8,7 +8,7 @@ use crate::common;
 use std::sync::Arc;
 
 use common::{data, f32_fixture, read_i32};
-use dllm::cpu::CpuModel;
+use dllm::forward::CpuModel;
 use dllm::forward::{Forward, Pass};
 use dllm::gguf::GgufFile;
 use dllm::model::Family;

@@ -6,7 +6,7 @@ use crate::common;
 use std::sync::Arc;
 
 use common::{compare_logits as compare, data, read_f32, read_i32};
-use dllm::cpu::CpuModel;
+use dllm::forward::CpuModel;
 use dllm::forward::Forward;
 use dllm::gguf::GgufFile;
 

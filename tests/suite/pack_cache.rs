@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use common::data;
-use dllm::cpu::CpuModel;
 use dllm::cpu::active_isa;
+use dllm::forward::CpuModel;
 use dllm::forward::Forward;
 use dllm::gguf::GgufFile;
 use dllm::model::Preparation;

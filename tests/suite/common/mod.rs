@@ -35,13 +35,13 @@ pub fn manifest() -> serde_json::Value {
 }
 
 /// The tiny random-weight F32 fixture of a family, the one every reference trace was made with.
-pub fn f32_fixture(family: dllm::model::Family) -> dllm::cpu::CpuModel {
+pub fn f32_fixture(family: dllm::model::Family) -> dllm::forward::CpuModel {
     let file = match family {
         dllm::model::Family::Llada => "models/llada-tiny-F32.gguf",
         dllm::model::Family::Dream => "models/dream-tiny-F32.gguf",
     };
     let gguf = dllm::gguf::GgufFile::open(data(file)).unwrap();
-    dllm::cpu::CpuModel::load(std::sync::Arc::new(gguf)).unwrap()
+    dllm::forward::CpuModel::load(std::sync::Arc::new(gguf)).unwrap()
 }
 
 /// How far logits are from a reference: largest absolute difference, that relative to the

@@ -1,15 +1,25 @@
-//! The primitives of a forward pass, as a backend implements them over its own buffers.
+//! The seam between the layer loop and the devices: the primitives of a forward pass, as a
+//! backend (`cpu`, `cuda`) implements them over its own buffers.
 //!
-//! The layer loop (`Transformer`) names activations by role (`Act`); each backend keeps one
-//! buffer per role, grown to the largest pass seen and then reused, so that the loop never
-//! sees a device pointer and a steady-state pass allocates nothing.
+//! The layer loop (`forward::Transformer`) names activations by role (`Act`); each backend
+//! keeps one buffer per role, grown to the largest pass seen and then reused, so that the loop
+//! never sees a device pointer and a steady-state pass allocates nothing.
+
+mod row_rule;
 
 use std::ops::Range;
 
-use super::RowRule;
 use crate::gguf::GgufFile;
-use crate::model::weights::MatrixRef;
+use crate::model::weights::{MatrixRef, Weights};
 use crate::model::{ModelConfig, ModelError};
+pub use row_rule::{RowConfidence, RowRule};
+
+/// A model read and readied for a backend: what the layer loop is put together from.
+pub struct Loaded<B: Backend> {
+    pub backend: B,
+    pub config: ModelConfig,
+    pub weights: Weights<B::Matrix, B::Vector>,
+}
 
 /// An activation buffer of a pass, by role; row-major, one row per canvas position of the
 /// window (`Head`: per requested row).
