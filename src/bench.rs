@@ -4,8 +4,8 @@
 use serde::{Deserialize, Serialize};
 
 pub use crate::cuda::GemmRate;
+use crate::decoding::KvCacheMode;
 use crate::model::ModelConfig;
-use crate::sampler::KvCacheMode;
 
 /// Multiply-adds of one forward pass over `rows` canvas positions with the LM head on
 /// `logit_rows` of them (projections, attention scores and values, output projection).

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
 
-use crate::sampler::GenerateParams;
+use crate::decoding::GenerateParams;
 
 pub const BYTES: &[u8] = include_bytes!("../assets/demo-model-Q8_0.gguf");
 

@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 
 use super::decoding::Mode;
-use crate::sampler::{Param, Value};
+use crate::decoding::{Param, Value};
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum Action {

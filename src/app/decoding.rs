@@ -1,8 +1,8 @@
 //! The decoding mode picker: the official sampler (exact), Fast-dLLM threshold decoding (same
 //! model outputs, fewer steps), or threshold decoding with the dual K/V cache (approximate).
 
+use crate::decoding::{DreamAlg, GenerateParams, KvCacheMode};
 use crate::model::Family;
-use crate::sampler::{DreamAlg, GenerateParams, KvCacheMode};
 
 /// Fast-dLLM's recommended confidence threshold.
 const DEFAULT_THRESHOLD: f64 = 0.9;

@@ -24,9 +24,9 @@ pub use download::DownloadPanel;
 pub use run_view::RunView;
 pub use settings::Settings;
 
+use crate::decoding::DecodingPlan;
 use crate::engine::{EngineError, Prompt, Session};
 use crate::export::{RunRecord, html_page};
-use crate::sampler::DecodingPlan;
 
 /// Opens the window; `model` starts loading at once.
 pub fn run(model: Option<PathBuf>) -> anyhow::Result<()> {

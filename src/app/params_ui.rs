@@ -1,12 +1,12 @@
-//! The generation settings' controls, one per row of the engine's table (`sampler::PARAMS`):
+//! The generation settings' controls, one per row of the engine's table (`decoding::PARAMS`):
 //! the label, the hover help and the range are the table's, and a change is an action
 //! (`Action::SetParam`) that the app applies after drawing.
 
 use egui::Ui;
 
 use super::Action;
+use crate::decoding::{GenerateParams, Kind, PARAMS, Param, ParamSpec, Value};
 use crate::model::Family;
-use crate::sampler::{GenerateParams, Kind, PARAMS, Param, ParamSpec, Value};
 
 /// The settings in the main grid; the rest are under "Advanced settings".
 const MAIN: &[Param] = &[

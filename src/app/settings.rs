@@ -6,9 +6,9 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 
 use crate::cuda::DeviceRequest;
+use crate::decoding::GenerateParams;
 use crate::engine::{LoadOptions, ModelInfo};
 use crate::model::Family;
-use crate::sampler::GenerateParams;
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(default)]

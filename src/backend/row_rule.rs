@@ -1,6 +1,6 @@
 //! How the samplers turn one row of logits into a token and its confidence, described as data
 //! so that a backend holding the logits elsewhere (a GPU) can apply the rule there and send back
-//! two numbers per row instead of a whole vocabulary. `sampler::choose_row` is the host
+//! two numbers per row instead of a whole vocabulary. `decoding::choose_row` is the host
 //! implementation and the definition: a backend's rule must agree with it (up to float
 //! summation order).
 

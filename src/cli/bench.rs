@@ -6,10 +6,10 @@ use std::time::Instant;
 
 use dllm::bench::{BenchResult, Machine, Settings, Stats, cpu_name, forward_macs, peak_rss_bytes};
 use dllm::cpu::{active_isa, cpu_flags, int8_peak};
+use dllm::decoding::GenerateParams;
 use dllm::engine::Session;
 use dllm::model::Family;
 use dllm::quant::GgmlType;
-use dllm::sampler::GenerateParams;
 
 use super::param_args::{Defaults, ParamArgs};
 

@@ -1,10 +1,10 @@
 //! The generation settings as command-line flags, built from the engine's description of them
-//! (`sampler::PARAMS`): one flag per setting, its help and its family defaults from the same
+//! (`decoding::PARAMS`): one flag per setting, its help and its family defaults from the same
 //! row, so a setting the engine has is a flag here and a flag here is a setting there.
 
 use clap::{Arg, ArgAction, ArgMatches, Command, FromArgMatches};
+use dllm::decoding::{GenerateParams, Kind, PARAMS, Param};
 use dllm::model::Family;
-use dllm::sampler::{GenerateParams, Kind, PARAMS, Param};
 
 /// The defaults a command's help states (and, but for the demo model, runs with).
 pub trait Defaults {

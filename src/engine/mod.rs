@@ -10,9 +10,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use crate::chat::TemplateError;
+use crate::decoding::{ParamError, SamplerError};
 use crate::gguf::GgufError;
 use crate::model::ModelError;
-use crate::sampler::{ParamError, SamplerError};
 use crate::tokenizer::TokenizerError;
 
 /// What went wrong, by kind, for the front ends to match: the file, the model, the

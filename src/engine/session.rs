@@ -12,10 +12,10 @@ use super::EngineError;
 use crate::chat::{Message, render};
 use crate::cpu::pack_cache::CacheWrite;
 use crate::cuda::{Device, DeviceRequest, GpuInfo, choose, probe};
+use crate::decoding::{DecodingPlan, GenerateParams, Generated, SpecialTokens, answer_ids, generate_planned};
 use crate::forward::{CpuModel, CudaModel, Forward};
 use crate::gguf::GgufFile;
 use crate::model::{ModelConfig, ModelError, Preparation};
-use crate::sampler::{DecodingPlan, GenerateParams, Generated, SpecialTokens, answer_ids, generate_planned};
 use crate::summary::Summary;
 use crate::tokenizer::{EncodeOptions, Tokenizer};
 

@@ -8,8 +8,8 @@ use common::data;
 use common::harness::wait_for;
 use dllm::app::{Action, DllmApp};
 use dllm::cuda::DeviceRequest;
+use dllm::decoding::{GenerateParams, PARAMS, Param, Value};
 use dllm::engine::{LoadOptions, Prompt, Session};
-use dllm::sampler::{GenerateParams, PARAMS, Param, Value};
 use egui::accesskit::Role;
 use egui_kittest::Harness;
 use egui_kittest::kittest::Queryable;
@@ -184,7 +184,7 @@ fn every_setting_reaches_the_engine() {
         p.block_length = 8;
         p.temperature = 0.7;
         p.seed = 11;
-        p.remasking = dllm::sampler::Remasking::Random;
+        p.remasking = dllm::decoding::Remasking::Random;
         p.early_stop = false;
     }
     h.get_by_label("Generate").click();
@@ -329,7 +329,7 @@ fn the_faster_decoding_mode_runs_cached_passes() {
     h.get_by_label("Faster: threshold + cache (approximate)").click();
     h.run_steps(3);
     let p = h.state().settings.llada.clone();
-    assert_eq!((p.threshold, p.cache), (Some(0.9), dllm::sampler::KvCacheMode::Dual));
+    assert_eq!((p.threshold, p.cache), (Some(0.9), dllm::decoding::KvCacheMode::Dual));
     assert!(h.query_by_label_contains("approximate: cached keys/values").is_some());
     h.get_by_label("Generate").click();
     h.run_steps(3);
@@ -348,7 +348,7 @@ fn values_of(flags: &[&str], family: dllm::model::Family) -> Vec<(Param, Value)>
     while let Some(flag) = rest.next() {
         let spec = PARAMS.iter().find(|s| format!("--{}", s.flag) == *flag).unwrap();
         let text = match spec.kind {
-            dllm::sampler::Kind::Switch { .. } => "",
+            dllm::decoding::Kind::Switch { .. } => "",
             _ => rest.next().unwrap(),
         };
         let mut p = GenerateParams::interactive_for(family);

@@ -15,7 +15,7 @@ const LAYERS: &[&[&str]] = &[
     &["backend"],
     &["cpu", "cuda"],
     &["forward"],
-    &["sampler"],
+    &["decoding"],
     &["demo"],
     &["engine", "bench", "hub"],
     &["export"],

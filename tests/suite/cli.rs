@@ -4,8 +4,8 @@
 use crate::common;
 
 use common::{data, read_f32, read_i32};
+use dllm::decoding::{PARAMS, Param};
 use dllm::model::Family;
-use dllm::sampler::{PARAMS, Param};
 
 pub fn dllm(args: &[&str]) -> (bool, String, String) {
     let out = common::dllm_command().args(args).output().unwrap();

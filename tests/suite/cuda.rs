@@ -16,6 +16,7 @@ use dllm::cpu::ops::attention::{AttentionScratch, AttentionShape, attention};
 use dllm::cpu::ops::matmul::{MatmulScratch, Matrix, matmul};
 use dllm::cpu::ops::norm::rms_norm;
 use dllm::cuda::{ARCHS, GpuInfo, KERNELS, Kernels, MIN_COMPUTE, Probe, RowChooser, compile_ptx, nvrtc_present, probe};
+use dllm::decoding::{GenerateParams, RuleScratch, SpecialTokens, choose_row, generate};
 use dllm::forward::{CpuModel, CudaModel};
 use dllm::forward::{Forward, Pass};
 use dllm::gguf::GgufFile;
@@ -23,7 +24,6 @@ use dllm::model::rope::RopeTable;
 use dllm::model::{Family, RopeStyle};
 use dllm::quant::GgmlType;
 use dllm::quant::q8::{BlockQ8_0, BlockQ8K, quantize_q8_0, quantize_q8_k};
-use dllm::sampler::{GenerateParams, RuleScratch, SpecialTokens, choose_row, generate};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 

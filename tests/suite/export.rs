@@ -7,9 +7,9 @@ use crate::common;
 use std::process::Command;
 
 use common::data;
+use dllm::decoding::GenerateParams;
 use dllm::engine::{LoadOptions, Prompt, Session, StepEvent};
 use dllm::export::{RunRecord, html_page};
-use dllm::sampler::GenerateParams;
 
 /// The JSON the page's script reads.
 fn page_data(page: &str) -> serde_json::Value {

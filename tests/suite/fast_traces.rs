@@ -8,11 +8,11 @@ use crate::common;
 use std::sync::Arc;
 
 use common::{data, f32_fixture, read_i32};
+use dllm::decoding::{DreamAlg, GenerateParams, KvCacheMode, SpecialTokens, generate};
 use dllm::forward::CpuModel;
 use dllm::forward::{Forward, Pass};
 use dllm::gguf::GgufFile;
 use dllm::model::Family;
-use dllm::sampler::{DreamAlg, GenerateParams, KvCacheMode, SpecialTokens, generate};
 
 struct FastTrace {
     name: String,

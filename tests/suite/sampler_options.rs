@@ -2,9 +2,9 @@
 //! logits are known: classifier-free guidance, logits_eos_inf, confidence_eos_eot_inf,
 //! random remasking, Dream's shifted logits, origin, and top-k sampling.
 
+use dllm::decoding::{DreamAlg, GenerateParams, Remasking, SpecialTokens, generate};
 use dllm::forward::{Forward, Pass};
 use dllm::model::{Family, ModelConfig, ModelError, RopeStyle};
-use dllm::sampler::{DreamAlg, GenerateParams, Remasking, SpecialTokens, generate};
 
 const MASK: u32 = 7;
 const EOS: u32 = 5;

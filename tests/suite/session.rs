@@ -6,9 +6,9 @@ use crate::common;
 use std::time::{Duration, Instant};
 
 use common::{data, manifest, read_i32};
+use dllm::decoding::{GenerateParams, Param};
 use dllm::engine::{EngineError, Event, LoadOptions, Prompt, Session};
 use dllm::model::Family;
-use dllm::sampler::{GenerateParams, Param};
 
 fn session(file: &str) -> Session {
     Session::load(data(&format!("models/{file}")), LoadOptions { threads: Some(2), ..Default::default() }).unwrap()

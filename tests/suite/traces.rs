@@ -4,9 +4,9 @@
 use crate::common;
 
 use common::{f32_fixture, manifest, read_i32};
+use dllm::decoding::{GenerateParams, Generated, SpecialTokens, answer_ids, generate};
 use dllm::forward::Forward;
 use dllm::model::Family;
-use dllm::sampler::{GenerateParams, Generated, SpecialTokens, answer_ids, generate};
 
 struct Trace {
     name: String,

@@ -223,7 +223,7 @@ impl GenerateParams {
             Schedule::Blocks { .. } | Schedule::Timesteps { .. } => self.steps,
             Schedule::CachedBlocks { blocks, steps_per_block, threshold, .. } => {
                 // A cached block (and each of Dream's) runs one step after its refresh even
-                // with nothing left to commit (`sampler::blocks`).
+                // with nothing left to commit (`decoding::blocks`).
                 let one_more = usize::from(self.cache != KvCacheMode::None || family == Family::Dream);
                 match threshold {
                     // Every step commits at least one position.

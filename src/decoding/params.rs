@@ -128,7 +128,7 @@ pub struct GenerateParams {
     pub cfg_scale: f32,
     /// LLaDA: never predict end-of-sequence.
     pub logits_eos_inf: bool,
-    /// LLaDA: the official flag of this name (see `sampler::llada`).
+    /// LLaDA: the official flag of this name (see `decoding::llada`).
     pub confidence_eos_eot_inf: bool,
     pub alg: DreamAlg,
     /// Dream: temperature of the choice of positions (0 = take the most confident).
