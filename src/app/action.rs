@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-use super::decoding::Mode;
+use super::decoding_mode::Mode;
 use crate::decoding::{Param, Value};
 
 #[derive(Debug, Clone, PartialEq)]

@@ -4,7 +4,7 @@
 mod action;
 mod canvas;
 mod chart;
-mod decoding;
+mod decoding_mode;
 mod device;
 mod download;
 mod params_ui;
@@ -19,7 +19,7 @@ use egui::RichText;
 use poll_promise::Promise;
 
 pub use action::Action;
-pub use decoding::Mode;
+pub use decoding_mode::Mode;
 pub use download::DownloadPanel;
 pub use run_view::RunView;
 pub use settings::Settings;
@@ -431,7 +431,7 @@ impl DllmApp {
         let p = self.settings.params(session.info()).clone();
         let mut actions = Vec::new();
         egui::Grid::new("settings").num_columns(2).show(ui, |ui| {
-            if let Some(mode) = decoding::ui(ui, &p) {
+            if let Some(mode) = decoding_mode::ui(ui, &p) {
                 actions.push(Action::SetDecodingMode(mode));
             }
             params_ui::rows(ui, family, &p, params_ui::is_main, &mut actions);
