@@ -21,15 +21,13 @@ const MAIN: &[Param] = &[
     Param::EarlyStop,
 ];
 
-/// The value an optional setting takes when its box is ticked.
+/// The value an optional setting takes when its box is ticked: the family's default, else a
+/// usual one (Fast-dLLM's threshold, a top-k of 50).
 fn turned_on(param: Param, family: Family) -> Value {
-    match (param, GenerateParams::defaults_for(family).get(param)) {
-        (_, Value::Off) | (Param::TopP, _) => match param {
-            Param::TopP => Value::Real(0.95),
-            Param::TopK => Value::Count(50),
-            _ => Value::Real(0.9),
-        },
-        (_, value) => value,
+    match GenerateParams::defaults_for(family).get(param) {
+        Value::Off if param == Param::TopK => Value::Count(50),
+        Value::Off => Value::Real(0.9),
+        value => value,
     }
 }
 
@@ -96,15 +94,8 @@ fn widget(ui: &mut Ui, spec: &ParamSpec, value: Value, label: egui::Id) -> Optio
                 })
                 .response;
             response.labelled_by(label).on_hover_text(spec.help);
-            (chosen != value_name(value)).then_some(Value::Choice(chosen))
+            (Value::Choice(chosen) != value).then_some(Value::Choice(chosen))
         }
         _ => None,
-    }
-}
-
-fn value_name(value: Value) -> &'static str {
-    match value {
-        Value::Choice(c) => c,
-        _ => "",
     }
 }

@@ -163,12 +163,10 @@ fn pack_for_kernels(
     (mapped, prepared)
 }
 
-impl CpuBackend {
-    /// The buffers of two different roles, the first to read and the second to write.
-    fn pair(&mut self, read: Act, write: Act) -> (&[f32], &mut Vec<f32>) {
-        let [r, w] = self.acts.get_disjoint_mut([read as usize, write as usize]).expect("two different roles");
-        (r, w)
-    }
+/// The buffers of two different roles, the first to read and the second to write.
+fn pair(acts: &mut [Vec<f32>; Act::COUNT], read: Act, write: Act) -> (&[f32], &mut Vec<f32>) {
+    let [r, w] = acts.get_disjoint_mut([read as usize, write as usize]).expect("two different roles");
+    (r, w)
 }
 
 impl Backend for CpuBackend {
@@ -202,14 +200,14 @@ impl Backend for CpuBackend {
         eps: f32,
     ) -> Result<(), ModelError> {
         let n = rows * weight.len();
-        let (x, out) = self.pair(input, output);
+        let (x, out) = pair(&mut self.acts, input, output);
         rms_norm(&x[..n], weight, eps, &mut out[..n]);
         Ok(())
     }
 
     fn rms_norm_rows(&mut self, rows: &[usize], weight: &Vec<f32>, eps: f32) -> Result<(), ModelError> {
         let d = weight.len();
-        let (x, head) = self.pair(Act::X, Act::Head);
+        let (x, head) = pair(&mut self.acts, Act::X, Act::Head);
         grow(head, rows.len() * d);
         for (&r, out) in rows.iter().zip(head.chunks_exact_mut(d)) {
             rms_norm(&x[r * d..(r + 1) * d], weight, eps, out);
@@ -225,9 +223,8 @@ impl Backend for CpuBackend {
         rows: usize,
         same_input: bool,
     ) -> Result<(), ModelError> {
-        let gguf = self.gguf.clone();
-        let m = w.view(&gguf);
-        let [x, out] = self.acts.get_disjoint_mut([input as usize, output as usize]).expect("two different roles");
+        let m = w.view(&self.gguf);
+        let (x, out) = pair(&mut self.acts, input, output);
         grow(out, rows * m.n_out);
         let product = if same_input { matmul_same_input } else { matmul };
         product(&x[..rows * m.n_in], rows, &m, &mut out[..rows * m.n_out], &mut self.matmul);
@@ -274,13 +271,13 @@ impl Backend for CpuBackend {
     }
 
     fn swiglu(&mut self, n: usize) -> Result<(), ModelError> {
-        let (up, gate) = self.pair(Act::Up, Act::Gate);
+        let (up, gate) = pair(&mut self.acts, Act::Up, Act::Gate);
         swiglu(&mut gate[..n], &up[..n]);
         Ok(())
     }
 
     fn add_into(&mut self, x: Act, y: Act, n: usize) -> Result<(), ModelError> {
-        let (y, x) = self.pair(y, x);
+        let (y, x) = pair(&mut self.acts, y, x);
         add_into(&mut x[..n], &y[..n]);
         Ok(())
     }

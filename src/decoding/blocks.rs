@@ -26,15 +26,19 @@ enum Rule {
     Position(usize),
 }
 
-pub(super) fn run(d: &mut Denoiser) -> Result<(), SamplerError> {
+/// The blocks (`blocks` of `block_length`), each stepped until no mask is left: by the
+/// `threshold` rule, or without one by LLaDA's quota over `steps_per_block` (at least one).
+pub(super) fn run(
+    d: &mut Denoiser,
+    blocks: usize,
+    block_length: usize,
+    steps_per_block: usize,
+    threshold: Option<f64>,
+) -> Result<(), SamplerError> {
     let p = d.params;
     let family = d.model.config().family;
     let len = d.canvas.len();
-    let n_blocks = p.gen_length / p.block_length;
-    // At least one: LLaDA's are (its plan checks that the blocks divide the steps); Dream's
-    // block sampler has a threshold, which does not read it, and fewer steps than blocks.
-    let steps_per_block = (p.steps / n_blocks).max(1);
-    let threshold = p.threshold.map(|t| match family {
+    let threshold = threshold.map(|t| match family {
         // LLaDA compares f64 probabilities with the Python float; Dream compares f32
         // probabilities, with the threshold cast to f32.
         Family::Llada => t,
@@ -44,9 +48,9 @@ pub(super) fn run(d: &mut Denoiser) -> Result<(), SamplerError> {
     // cached sampler always runs one step after the refresh, even one with nothing to commit.
     // generate() without a cache checks before.
     let always_one_more = p.cache != KvCacheMode::None || family == Family::Dream;
-    for b in 0..n_blocks {
-        let start = d.prompt_len + b * p.block_length;
-        let end = start + p.block_length;
+    for b in 0..blocks {
+        let start = d.prompt_len + b * block_length;
+        let end = start + block_length;
         let n_masked = d.canvas[start..end].iter().filter(|&&t| t == d.special.mask).count();
         let (base, extra) = (n_masked / steps_per_block, n_masked % steps_per_block);
         let quota = |i: usize| if i < steps_per_block { base + usize::from(i < extra) } else { 0 };

@@ -20,14 +20,14 @@ pub fn linspace(start: f32, end: f32, n: usize) -> Vec<f32> {
     (0..n).map(|i| if i < half { start + step * i as f32 } else { end - step * (n - i - 1) as f32 }).collect()
 }
 
-pub(super) fn run(d: &mut Denoiser) -> Result<(), SamplerError> {
+pub(super) fn run(d: &mut Denoiser, steps: usize, eps: f32) -> Result<(), SamplerError> {
     let p = d.params;
-    let ts = linspace(1.0, p.eps, p.steps + 1);
+    let ts = linspace(1.0, eps, steps + 1);
     let shift = d.model.config().shift_logits;
-    for i in 0..p.steps {
+    for i in 0..steps {
         d.begin_step();
         let (t, s) = (ts[i], ts[i + 1]);
-        let last = i == p.steps - 1;
+        let last = i == steps - 1;
         let masked: Vec<usize> = (0..d.canvas.len()).filter(|&j| d.canvas[j] == d.special.mask).collect();
         let mut committed = Vec::new();
         if !masked.is_empty() {
@@ -63,12 +63,12 @@ pub(super) fn run(d: &mut Denoiser) -> Result<(), SamplerError> {
 /// other one only if its probability reaches the threshold, and the rejected ones carry over.
 /// Rejections at the last scheduled step extend the schedule with `q = 0` (only the carry),
 /// so decoding always ends with no mask left.
-pub(super) fn run_quota(d: &mut Denoiser) -> Result<(), SamplerError> {
+pub(super) fn run_quota(d: &mut Denoiser, steps: usize, per_step: usize, threshold: f64) -> Result<(), SamplerError> {
     let p = d.params;
     // PyTorch compares the f32 confidences with the threshold cast to f32.
-    let threshold = p.threshold.expect("validated: the quota sampler has a threshold") as f32 as f64;
+    let threshold = threshold as f32 as f64;
     let shift = d.model.config().shift_logits;
-    let (mut quota, mut carry) = (p.gen_length / p.steps, 0);
+    let (mut quota, mut carry) = (per_step, 0);
     let mut i = 0;
     while d.canvas[d.prompt_len..].contains(&d.special.mask) {
         d.begin_step();
@@ -77,7 +77,7 @@ pub(super) fn run_quota(d: &mut Denoiser) -> Result<(), SamplerError> {
         let candidates = d.choose_rows(&Pass::Full, &masked, &rows, rule(p, p.alg))?;
         let (committed, rejected) = keep_confident(candidates, quota + carry, threshold);
         carry = rejected;
-        if i + 1 >= p.steps {
+        if i + 1 >= steps {
             quota = 0;
         }
         i += 1;

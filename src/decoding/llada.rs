@@ -7,14 +7,17 @@ use super::rows::{argmax, softmax_prob, softmax_prob_f64};
 use super::{Candidate, Denoiser, GenerateParams, Remasking, RowRule, SamplerError, top_k_by_confidence};
 use crate::forward::Pass;
 
-pub(super) fn run(d: &mut Denoiser) -> Result<(), SamplerError> {
+pub(super) fn run(
+    d: &mut Denoiser,
+    blocks: usize,
+    block_length: usize,
+    steps_per_block: usize,
+) -> Result<(), SamplerError> {
     let p = d.params;
-    let n_blocks = p.gen_length / p.block_length;
-    let steps_per_block = p.steps / n_blocks;
     let mut uncond = (Vec::new(), Vec::new());
-    for b in 0..n_blocks {
-        let start = d.prompt_len + b * p.block_length;
-        let end = start + p.block_length;
+    for b in 0..blocks {
+        let start = d.prompt_len + b * block_length;
+        let end = start + block_length;
         let n_masked = d.canvas[start..end].iter().filter(|&&t| t == d.special.mask).count();
         let (base, extra) = (n_masked / steps_per_block, n_masked % steps_per_block);
         for i in 0..steps_per_block {

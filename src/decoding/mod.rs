@@ -159,11 +159,16 @@ pub fn generate_planned(
         step_start: Instant::now(),
         stop: None,
     };
+    // Each loop runs the shape the plan worked out; it derives none of it again.
     match plan.schedule {
-        Schedule::Blocks { .. } => llada::run(&mut d)?,
-        Schedule::CachedBlocks { .. } => blocks::run(&mut d)?,
-        Schedule::Timesteps { .. } => dream::run(&mut d)?,
-        Schedule::Quota { .. } => dream::run_quota(&mut d)?,
+        Schedule::Blocks { blocks, block_length, steps_per_block } => {
+            llada::run(&mut d, blocks, block_length, steps_per_block)?
+        }
+        Schedule::CachedBlocks { blocks, block_length, steps_per_block, threshold } => {
+            blocks::run(&mut d, blocks, block_length, steps_per_block, threshold)?
+        }
+        Schedule::Timesteps { steps, eps } => dream::run(&mut d, steps, eps)?,
+        Schedule::Quota { steps, per_step, threshold } => dream::run_quota(&mut d, steps, per_step, threshold)?,
     }
     Ok(Generated {
         steps: d.steps_run,

@@ -5,7 +5,6 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, Sender, channel};
-use std::thread::JoinHandle;
 use std::time::Instant;
 
 use super::EngineError;
@@ -170,8 +169,7 @@ enum Command {
 pub struct Session {
     info: ModelInfo,
     tokenizer: Arc<Tokenizer>,
-    commands: Option<Sender<Command>>,
-    worker: Option<JoinHandle<()>>,
+    commands: Sender<Command>,
     /// Set when the session is dropped: the run in progress stops after its step.
     closing: Arc<AtomicBool>,
     pack_cache_write: std::sync::Mutex<Option<CacheWrite>>,
@@ -237,12 +235,13 @@ impl Session {
         let worker_tokenizer = tokenizer.clone();
         let closing = Arc::new(AtomicBool::new(false));
         let worker_closing = closing.clone();
-        let worker = std::thread::Builder::new()
+        // Detached: dropping the session must not wait for it (see `Drop`).
+        std::thread::Builder::new()
             .name("dllm-engine".into())
             .spawn(move || worker_loop(model, pool, worker_tokenizer, special, rx, worker_closing))
             .map_err(|e| EngineError::Internal(e.to_string()))?;
         let pack_cache_write = std::sync::Mutex::new(pack_cache_write);
-        Ok(Session { info, tokenizer, commands: Some(tx), worker: Some(worker), closing, pack_cache_write })
+        Ok(Session { info, tokenizer, commands: tx, closing, pack_cache_write })
     }
 
     pub fn info(&self) -> &ModelInfo {
@@ -283,8 +282,7 @@ impl Session {
     }
 
     fn send(&self, command: Command) -> Result<(), EngineError> {
-        let tx = self.commands.as_ref().expect("present until drop");
-        tx.send(command).map_err(|_| EngineError::Internal("the engine thread has stopped".into()))
+        self.commands.send(command).map_err(|_| EngineError::Internal("the engine thread has stopped".into()))
     }
 
     /// The plan of a run of `params` after a prompt of `prompt_len` tokens: what `generate`
@@ -333,29 +331,13 @@ impl Session {
     }
 }
 
-impl Session {
-    /// Ends the session and waits for its worker to stop (within a step of the run in
-    /// progress) and free the model.
-    pub fn close(mut self) {
-        if let Some(worker) = self.stop_worker() {
-            let _ = worker.join();
-        }
-    }
-
-    /// Tells the worker to stop: the run in progress ends after its step, and closing the
-    /// channel ends the worker loop.
-    fn stop_worker(&mut self) -> Option<JoinHandle<()>> {
-        self.closing.store(true, Ordering::Relaxed);
-        self.commands.take();
-        self.worker.take()
-    }
-}
-
 impl Drop for Session {
     /// Does not wait for the worker: a front end that drops a session (to load another
     /// model) must not freeze for the rest of a step. The worker frees the model when it ends.
     fn drop(&mut self) {
-        drop(self.stop_worker());
+        // The run in progress ends after its step; the channel, closed as the session's fields
+        // drop, ends the worker loop.
+        self.closing.store(true, Ordering::Relaxed);
     }
 }
 
