@@ -31,6 +31,12 @@ const SHAPES: &[(&str, usize, usize, GgmlType)] = &[
     ("llada.attn_qkvo.q8_0 4096x4096", 4096, 4096, GgmlType::Q8_0),
     // And in a Q5_K_M file.
     ("llada.attn_qkvo.q5_k 4096x4096", 4096, 4096, GgmlType::Q5_K),
+    // The other tiers community repositories publish, each type's rate next to Q4_K's.
+    ("llada.attn_qkvo.q4_0 4096x4096", 4096, 4096, GgmlType::Q4_0),
+    ("llada.attn_qkvo.q5_0 4096x4096", 4096, 4096, GgmlType::Q5_0),
+    ("llada.attn_qkvo.q3_k 4096x4096", 4096, 4096, GgmlType::Q3_K),
+    ("llada.attn_qkvo.q2_k 4096x4096", 4096, 4096, GgmlType::Q2_K),
+    ("llada.attn_qkvo.iq4_xs 4096x4096", 4096, 4096, GgmlType::IQ4_XS),
 ];
 
 fn isa_named(name: &str) -> Option<Isa> {

@@ -2,8 +2,11 @@
 
 use std::path::PathBuf;
 
+use dllm::cpu::active_isa;
+use dllm::cpu::ops::matmul::describe_product;
 use dllm::gguf::GgufFile;
 use dllm::summary::{Summary, human_bytes, human_count};
+use dllm::tokenizer::Tokenizer;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -17,8 +20,24 @@ pub struct Args {
 pub fn run(args: Args) -> anyhow::Result<()> {
     let gguf = GgufFile::open(&args.model)?;
     let s = Summary::of(&gguf);
+    // The end-of-generation set as the engine builds it (a file whose tokenizer dllm cannot
+    // build still gets described, with the reason instead).
+    let eog: Result<Vec<(u32, String)>, String> = match &s.tokenizer {
+        Some(_) => Tokenizer::from_gguf(&gguf)
+            .map(|tk| tk.special.eog.iter().map(|&id| (id, tk.piece(id))).collect())
+            .map_err(|e| e.to_string()),
+        None => Ok(Vec::new()),
+    };
+    let isa = active_isa();
+    let runs = |ty| describe_product(ty, isa).unwrap_or_else(|| "not supported by dllm".to_owned());
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&s)?);
+        let mut j = serde_json::to_value(&s)?;
+        j["end_of_generation"] = match &eog {
+            Ok(ids) => ids.iter().map(|(id, text)| serde_json::json!({ "id": id, "text": text })).collect(),
+            Err(e) => serde_json::json!({ "error": e }),
+        };
+        j["products"] = s.types.iter().map(|t| (t.ty.to_string(), serde_json::Value::from(runs(t.ty)))).collect();
+        println!("{}", serde_json::to_string_pretty(&j)?);
         return Ok(());
     }
     println!("file:          {} ({})", s.file, human_bytes(s.file_bytes));
@@ -60,6 +79,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             id(t.mask_token_id),
             t.add_bos_token.map_or("-".into(), |b| b.to_string())
         );
+        match &eog {
+            Ok(ids) => {
+                let shown: Vec<String> = ids.iter().map(|(id, text)| format!("{id} {text}")).collect();
+                println!("  end of generation: {}", if shown.is_empty() { "-".into() } else { shown.join(", ") });
+            }
+            Err(e) => println!("  (the tokenizer cannot be built: {e})"),
+        }
     }
     println!("chat template: {}", if s.chat_template { "yes" } else { "no" });
     if !s.tensors.is_empty() {
@@ -69,14 +95,15 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             let shape = format!("{:?}", t.dims);
             println!("  {:<32} {:<7} {:<22} {:>12}", t.name, t.ty.to_string(), shape, t.n_bytes);
         }
-        println!("\ntotals per type:");
+        println!("\ntotals per type (and how dllm's CPU backend runs its products here):");
         for t in &s.types {
             println!(
-                "  {:<7} {:>4} tensors {:>12} params {:>12}",
+                "  {:<7} {:>4} tensors {:>12} params {:>12}  {}",
                 t.ty.to_string(),
                 t.tensors,
                 human_count(t.params),
-                human_bytes(t.bytes)
+                human_bytes(t.bytes),
+                runs(t.ty)
             );
         }
     }

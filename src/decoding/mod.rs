@@ -11,6 +11,7 @@ mod row_choice;
 pub mod rows;
 
 use std::ops::Range;
+use std::sync::Arc;
 use std::time::Instant;
 
 use rand::SeedableRng;
@@ -31,18 +32,31 @@ thread_local! {
 }
 
 /// The token ids the samplers treat specially.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct SpecialTokens {
     pub mask: u32,
-    /// End of sequence (LLaDA `<|endoftext|>`, Dream `<|endoftext|>`).
+    /// End of sequence (LLaDA `<|endoftext|>`, Dream `<|endoftext|>`): the official
+    /// `logits_eos_inf` option's token.
     pub eos: Option<u32>,
-    /// End of turn (LLaDA `<|eot_id|>`, Dream `<|im_end|>`).
+    /// End of turn (LLaDA `<|eot_id|>`, Dream `<|im_end|>`): with `eos`, the official
+    /// `confidence_eos_eot_inf` option's tokens.
     pub eot: Option<u32>,
+    /// Every token that ends the answer (`tokenizer::SpecialIds::eog`, ascending): where early
+    /// stopping and the answer's text end.
+    pub end_of_generation: Arc<[u32]>,
 }
 
 impl SpecialTokens {
+    /// The tokens of a vocabulary whose only end-of-generation tokens are `eos` and `eot`.
+    pub fn new(mask: u32, eos: Option<u32>, eot: Option<u32>) -> SpecialTokens {
+        let mut end: Vec<u32> = [eos, eot].into_iter().flatten().collect();
+        end.sort_unstable();
+        end.dedup();
+        SpecialTokens { mask, eos, eot, end_of_generation: end.into() }
+    }
+
     fn is_end(&self, id: u32) -> bool {
-        Some(id) == self.eos || Some(id) == self.eot
+        self.end_of_generation.binary_search(&id).is_ok()
     }
 }
 
@@ -143,8 +157,8 @@ pub fn generate_planned(
     let mut d = Denoiser {
         model,
         params,
-        special,
         canvas: plan.initial_canvas(prompt, special.mask),
+        special,
         prompt_len: prompt.len(),
         logits: Vec::new(),
         row: Vec::new(),

@@ -199,7 +199,12 @@ impl Session {
         let tokenizer = Arc::new(tokenizer.map_err(|_| EngineError::Internal("tokenizer thread panicked".into()))??);
         let Loaded { model, device, gpu, prepared, pack_cache_write } = model?;
         let mask = tokenizer.special.mask.ok_or_else(|| EngineError::NoMaskToken(path.as_ref().to_path_buf()))?;
-        let special = SpecialTokens { mask, eos: tokenizer.special.eos, eot: tokenizer.special.eot };
+        let special = SpecialTokens {
+            mask,
+            eos: tokenizer.special.eos,
+            eot: tokenizer.special.eot,
+            end_of_generation: tokenizer.special.eog.as_slice().into(),
+        };
         let threads = options.threads.unwrap_or_else(num_cpus::get_physical).max(1);
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(threads)
@@ -219,7 +224,7 @@ impl Session {
             name,
             description: gguf.get_str("general.description").map(str::to_owned),
             config: model.config().clone(),
-            special,
+            special: special.clone(),
             n_params: summary.n_params,
             file_bytes: summary.file_bytes,
             quant_mix,
@@ -385,7 +390,7 @@ fn worker_loop(
                 let start = Instant::now();
                 let result = catch_unwind(AssertUnwindSafe(|| {
                     pool.install(|| {
-                        generate_planned(&mut *model, &prompt, &plan, special, &mut |s| {
+                        generate_planned(&mut *model, &prompt, &plan, special.clone(), &mut |s| {
                             let event = StepEvent {
                                 index: s.index,
                                 canvas: s.canvas.to_vec(),

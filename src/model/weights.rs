@@ -27,6 +27,12 @@ impl MatrixRef {
         self.n_in / self.ty.block_size() * self.ty.type_size()
     }
 
+    /// The `n` rows from row `first` on, as a matrix of their own.
+    pub fn rows(&self, first: usize, n: usize) -> MatrixRef {
+        let rb = self.row_bytes();
+        MatrixRef { ty: self.ty, n_in: self.n_in, n_out: n, offset: self.offset + first * rb, n_bytes: n * rb }
+    }
+
     /// Dequantizes row `r` into `out` (length `n_in`): how both backends read the embeddings
     /// of a canvas's tokens. `r` and the type were checked at load (`check_pass`, `locate`).
     pub fn dequantize_row(&self, gguf: &GgufFile, r: usize, out: &mut [f32]) {
@@ -171,15 +177,41 @@ impl Weights {
         let mut layers = Vec::with_capacity(c.n_layer);
         for i in 0..c.n_layer {
             let n = |s: &str| format!("blk.{i}.{s}");
+            // Newer llama.cpp converters may write q, k and v as one `attn_qkv` matrix (rows q,
+            // then k, then v: `llm_graph_context::build_qkv` views it so). Each output row is its
+            // own dot product, so the three row ranges are the three matrices, number for number.
+            let ((wq, wk, wv), (bq, bk, bv)) = match gguf.tensor(&n("attn_qkv.weight")) {
+                Some(_) => {
+                    let qkv = matrix(&n("attn_qkv.weight"), d, d + 2 * kv)?;
+                    let bias = optional_vector(&n("attn_qkv.bias"), d + 2 * kv)?;
+                    let bias_part = |r: std::ops::Range<usize>| bias.as_ref().map(|b| b[r].to_vec());
+                    (
+                        (qkv.rows(0, d), qkv.rows(d, kv), qkv.rows(d + kv, kv)),
+                        (bias_part(0..d), bias_part(d..d + kv), bias_part(d + kv..d + 2 * kv)),
+                    )
+                }
+                None => (
+                    (
+                        matrix(&n("attn_q.weight"), d, d)?,
+                        matrix(&n("attn_k.weight"), d, kv)?,
+                        matrix(&n("attn_v.weight"), d, kv)?,
+                    ),
+                    (
+                        optional_vector(&n("attn_q.bias"), d)?,
+                        optional_vector(&n("attn_k.bias"), kv)?,
+                        optional_vector(&n("attn_v.bias"), kv)?,
+                    ),
+                ),
+            };
             layers.push(Layer {
                 attn_norm: vector(&n("attn_norm.weight"), d)?,
-                wq: matrix(&n("attn_q.weight"), d, d)?,
-                wk: matrix(&n("attn_k.weight"), d, kv)?,
-                wv: matrix(&n("attn_v.weight"), d, kv)?,
+                wq,
+                wk,
+                wv,
                 wo: matrix(&n("attn_output.weight"), d, d)?,
-                bq: optional_vector(&n("attn_q.bias"), d)?,
-                bk: optional_vector(&n("attn_k.bias"), kv)?,
-                bv: optional_vector(&n("attn_v.bias"), kv)?,
+                bq,
+                bk,
+                bv,
                 ffn_norm: vector(&n("ffn_norm.weight"), d)?,
                 gate: matrix(&n("ffn_gate.weight"), d, c.n_ff)?,
                 up: matrix(&n("ffn_up.weight"), d, c.n_ff)?,

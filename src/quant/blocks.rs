@@ -83,6 +83,102 @@ pub mod q6_k {
     pub const SIZE: usize = 210;
 }
 
+// The i-quants (ggml-common.h). Every one but IQ1_M starts with its f16 super-block scale `d`.
+
+pub mod iq2_xxs {
+    pub const D: usize = 0;
+    pub const QS: usize = 2; // 32 x u16: per 32 values, 4 grid indices (bytes) then 4x7 sign bits and a 4-bit scale
+    pub const SIZE: usize = 66;
+}
+
+pub mod iq2_xs {
+    pub const D: usize = 0;
+    pub const QS: usize = 2; // 32 x u16: 9-bit grid index, 7 sign bits
+    pub const SCALES: usize = 66; // 8 bytes: two 4-bit scales per 32 values
+    pub const SIZE: usize = 74;
+}
+
+pub mod iq2_s {
+    pub const D: usize = 0;
+    pub const QS: usize = 2; // 32 bytes of grid index low bits, then 32 bytes of signs
+    pub const SIGNS: usize = 34;
+    pub const QH: usize = 66; // 8 bytes: 2 high index bits per group of 8
+    pub const SCALES: usize = 74; // 8 bytes: two 4-bit scales per 32 values
+    pub const SIZE: usize = 82;
+}
+
+pub mod iq3_xxs {
+    pub const D: usize = 0;
+    pub const QS: usize = 2; // 64 grid indices, then 8 x u32 of 4x7 sign bits and a 4-bit scale
+    pub const SCALES_AND_SIGNS: usize = 66;
+    pub const SIZE: usize = 98;
+}
+
+pub mod iq3_s {
+    pub const D: usize = 0;
+    pub const QS: usize = 2; // 64 grid index low bytes
+    pub const QH: usize = 66; // 8 bytes: the ninth index bits
+    pub const SIGNS: usize = 74; // 32 bytes
+    pub const SCALES: usize = 106; // 4 bytes: two 4-bit scales per 64 values
+    pub const SIZE: usize = 110;
+}
+
+pub mod iq1_s {
+    pub const D: usize = 0;
+    pub const QS: usize = 2; // 32 grid index low bytes
+    pub const QH: usize = 34; // 8 x u16: 3 high index bits per group of 8, a 3-bit scale, the delta's sign
+    pub const SIZE: usize = 50;
+}
+
+pub mod iq1_m {
+    pub const QS: usize = 0; // 32 grid index low bytes
+    pub const QH: usize = 32; // 16 bytes: 3 high index bits and the delta's sign per group of 8
+    pub const SCALES: usize = 48; // 4 x u16: 3-bit scales, and the f16 `d` in their top nibbles
+    pub const SIZE: usize = 56;
+}
+
+pub mod iq4_nl {
+    pub const D: usize = 0;
+    pub const QS: usize = 2; // 16 bytes of nibbles indexing `KVALUES_IQ4NL` (low: 0..16, high: 16..32)
+    pub const SIZE: usize = 18;
+}
+
+pub mod iq4_xs {
+    pub const D: usize = 0;
+    pub const SCALES_H: usize = 2; // u16: the high 2 bits of the 8 6-bit scales
+    pub const SCALES_L: usize = 4; // 4 bytes: their low 4 bits
+    pub const QS: usize = 8; // 128 bytes of nibbles, 16 bytes per 32 values as in IQ4_NL
+    pub const SIZE: usize = 136;
+}
+
+/// The little-endian u16 at `off`.
+#[inline]
+pub fn u16_at(block: &[u8], off: usize) -> u16 {
+    u16::from_le_bytes([block[off], block[off + 1]])
+}
+
+/// The little-endian u32 at `off`.
+#[inline]
+pub fn u32_at(block: &[u8], off: usize) -> u32 {
+    u32::from_le_bytes([block[off], block[off + 1], block[off + 2], block[off + 3]])
+}
+
+/// IQ1_M's f16 super-block scale, spread over the top nibbles of its four u16 scales.
+#[inline]
+pub fn iq1_m_d(block: &[u8]) -> f32 {
+    let sc = |i: usize| u16_at(block, iq1_m::SCALES + 2 * i);
+    let bits = (sc(0) >> 12) | ((sc(1) >> 8) & 0x00f0) | ((sc(2) >> 4) & 0x0f00) | (sc(3) & 0xf000);
+    half::f16::from_bits(bits).to_f32()
+}
+
+/// The 6-bit scale (0..64, stored offset by 32) of group `ib` (0..8) of an IQ4_XS block.
+#[inline]
+pub fn iq4_xs_scale(block: &[u8], ib: usize) -> i32 {
+    let lo = (block[iq4_xs::SCALES_L + ib / 2] >> (4 * (ib % 2))) & 0xf;
+    let hi = (u16_at(block, iq4_xs::SCALES_H) >> (2 * ib)) & 3;
+    (lo as i32 | (hi as i32) << 4) - 32
+}
+
 /// Reads the little-endian f16 at `off` as f32.
 #[inline]
 pub fn f16_at(block: &[u8], off: usize) -> f32 {

@@ -3,13 +3,14 @@
 //! evaluation order). This is also the oracle the fast kernels are tested against.
 
 use super::blocks::*;
+use super::iq::{self, IQ1_DELTA, IqBlock, iq4_levels};
 use super::types::GgmlType;
 
 /// Why a byte slice could not be dequantized.
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum DequantError {
     #[error(
-        "tensor type {0} is not supported by dllm (supported: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K)"
+        "tensor type {0} is not supported by dllm (supported: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K..Q6_K, IQ1_S, IQ1_M, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ4_NL, IQ4_XS)"
     )]
     Unsupported(GgmlType),
     #[error("{ty}: {bytes} bytes do not hold {values} values")]
@@ -39,6 +40,15 @@ pub fn dequantize(ty: GgmlType, src: &[u8], dst: &mut [f32]) -> Result<(), Dequa
         GgmlType::Q4_K => block_q4_k,
         GgmlType::Q5_K => block_q5_k,
         GgmlType::Q6_K => block_q6_k,
+        GgmlType::IQ4_NL => block_iq4_nl,
+        GgmlType::IQ4_XS => block_iq4_xs,
+        GgmlType::IQ2_XXS => |b, y| iq2_block(iq::iq2_xxs(b), 0.25, y),
+        GgmlType::IQ2_XS => |b, y| iq2_block(iq::iq2_xs(b), 0.25, y),
+        GgmlType::IQ2_S => |b, y| iq2_block(iq::iq2_s(b), 0.25, y),
+        GgmlType::IQ3_XXS => |b, y| iq2_block(iq::iq3_xxs(b), 0.5, y),
+        GgmlType::IQ3_S => |b, y| iq3_s_block(iq::iq3_s(b), y),
+        GgmlType::IQ1_S => |b, y| iq1_block(iq::iq1_s(b), y),
+        GgmlType::IQ1_M => |b, y| iq1_block(iq::iq1_m(b), y),
         _ => unreachable!("is_supported() covers exactly the types above"),
     };
     for (b, y) in src.chunks_exact(ts).zip(dst.chunks_exact_mut(bs)) {
@@ -197,6 +207,47 @@ fn block_q6_k(b: &[u8], y: &mut [f32]) {
             y[l + 32] = s(2) * q2 as f32;
             y[l + 64] = s(4) * q3 as f32;
             y[l + 96] = s(6) * q4 as f32;
+        }
+    }
+}
+
+/// IQ2_XXS, IQ2_XS, IQ2_S and IQ3_XXS: weight = `d * (0.5 + s) * step * q` for the stored scale
+/// `s` of its group (`step` 0.25, or 0.5 for IQ3_XXS), evaluated in ggml's order.
+fn iq2_block(u: IqBlock, step: f32, y: &mut [f32]) {
+    for (i, y) in y.iter_mut().enumerate() {
+        let s = (u.ls[i / 16] - 1) / 2;
+        *y = u.d * (0.5 + s as f32) * step * u.q[i] as f32;
+    }
+}
+
+/// IQ3_S: weight = `d * (1 + 2s) * q`.
+fn iq3_s_block(u: IqBlock, y: &mut [f32]) {
+    for (i, y) in y.iter_mut().enumerate() {
+        *y = u.d * u.ls[i / 16] as f32 * u.q[i] as f32;
+    }
+}
+
+/// IQ1_S and IQ1_M: weight = `d * (2s + 1) * (q + delta)`, delta = +-`IQ1_DELTA`.
+fn iq1_block(u: IqBlock, y: &mut [f32]) {
+    for (i, y) in y.iter_mut().enumerate() {
+        let dl = u.d * u.ls[i / 16] as f32;
+        *y = dl * (u.q[i] as f32 + IQ1_DELTA * u.delta[i / 8] as f32);
+    }
+}
+
+fn block_iq4_nl(b: &[u8], y: &mut [f32]) {
+    let d = f16_at(b, iq4_nl::D);
+    for (y, v) in y.iter_mut().zip(iq4_levels(&b[iq4_nl::QS..iq4_nl::QS + 16])) {
+        *y = d * v as f32;
+    }
+}
+
+fn block_iq4_xs(b: &[u8], y: &mut [f32]) {
+    let d = f16_at(b, iq4_xs::D);
+    for (ib, y) in y.chunks_exact_mut(32).enumerate() {
+        let dl = d * iq4_xs_scale(b, ib) as f32;
+        for (y, v) in y.iter_mut().zip(iq4_levels(&b[iq4_xs::QS + 16 * ib..][..16])) {
+            *y = dl * v as f32;
         }
     }
 }

@@ -81,6 +81,32 @@ pub fn quantize_q8_k(x: &[f32], out: &mut [BlockQ8K]) {
     }
 }
 
+/// ggml's `block_q8_1` (for Q4_1 and Q5_1 weights), its f16 fields widened: the scale, and the
+/// scale times the sum of the values (rounded to f16, as stored), which meets the weights' minimum.
+#[derive(Clone, Copy, Default)]
+pub struct BlockQ8_1 {
+    pub d: f32,
+    pub s: f32,
+    pub qs: [i8; QK],
+}
+
+/// ggml's x86 `quantize_row_q8_1`: `quantize_q8_0`'s values and scale, and `s` = f16(d x sum)
+/// with the unrounded `d`.
+#[inline(always)]
+pub fn quantize_q8_1(x: &[f32], out: &mut [BlockQ8_1]) {
+    for (xb, y) in x.chunks_exact(QK).zip(out.iter_mut()) {
+        let amax = xb.iter().fold(0f32, |m, v| m.max(v.abs()));
+        let d = amax / 127.0;
+        let id = if amax != 0.0 { 127.0 / amax } else { 0.0 };
+        y.d = half::f16::from_f32(d).to_f32();
+        for (q, &v) in y.qs.iter_mut().zip(xb) {
+            *q = nearest_int(v * id) as i8;
+        }
+        let sum: i32 = y.qs.iter().map(|&q| q as i32).sum();
+        y.s = half::f16::from_f32(d * sum as f32).to_f32();
+    }
+}
+
 /// The first value of `x` whose magnitude is `amax` (`amax` if none is). A search that stops at
 /// the first hit does not vectorize, and scanning half a block value by value took most of the
 /// quantization's time; chunks of 16 are tested without branches, then the chunk that holds the

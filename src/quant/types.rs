@@ -103,10 +103,27 @@ impl GgmlType {
         self.entry().3
     }
 
-    /// Whether dllm can dequantize (and so compute with) this type.
+    /// Whether dllm can dequantize (and so compute with) this type: every weight type that
+    /// gguf-py dequantizes and community GGUFs use, except the ternary TQ1_0/TQ2_0 and MXFP4.
     pub fn is_supported(self) -> bool {
+        self.activations().is_some()
+    }
+
+    /// What ggml turns the activations into before a product with weights of this type (the
+    /// type's `vec_dot_type` in ggml-cpu.c's `type_traits_cpu`), for the supported types.
+    pub fn activations(self) -> Option<Activations> {
         use GgmlType::*;
-        matches!(self, F32 | F16 | BF16 | Q4_0 | Q4_1 | Q5_0 | Q5_1 | Q8_0 | Q2_K | Q3_K | Q4_K | Q5_K | Q6_K)
+        Some(match self {
+            F32 => Activations::F32,
+            F16 => Activations::F16,
+            BF16 => Activations::BF16,
+            Q4_0 | Q5_0 | Q8_0 | IQ4_NL => Activations::Q8_0,
+            Q4_1 | Q5_1 => Activations::Q8_1,
+            Q2_K | Q3_K | Q4_K | Q5_K | Q6_K | IQ1_S | IQ1_M | IQ2_XXS | IQ2_XS | IQ2_S | IQ3_XXS | IQ3_S | IQ4_XS => {
+                Activations::Q8K
+            }
+            _ => return None,
+        })
     }
 
     /// Bytes taken by `n_values` values, or None when `n_values` is not a whole number of
@@ -118,6 +135,19 @@ impl GgmlType {
         }
         (n_values / bs).checked_mul(self.type_size() as u64)
     }
+}
+
+/// The form activations take in a product (ggml's `vec_dot_type`): plain f32, rounded to f16 or
+/// bf16, or quantized to 8 bits per block of 32 (Q8_0; Q8_1 also keeps the block's scaled sum)
+/// or of 256 (Q8_K).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Activations {
+    F32,
+    F16,
+    BF16,
+    Q8_0,
+    Q8_1,
+    Q8K,
 }
 
 impl fmt::Display for GgmlType {

@@ -3,6 +3,8 @@
 //! byte-exact table lookup so that pieces can be streamed and shown per canvas cell.
 
 mod byte_level;
+mod end_of_generation;
+pub mod pre;
 mod stream;
 
 use tokenizers::models::bpe::{BPE, Vocab};
@@ -13,13 +15,6 @@ use tokenizers::{PreTokenizerWrapper, SplitDelimiterBehavior};
 
 use crate::gguf::{GgufFile, Value};
 pub use stream::StreamDecoder;
-
-/// Llama-3's pre-tokenizer regex (llama.cpp `llama-bpe`).
-const LLAMA3_REGEX: &str = r"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
-/// Qwen2's: like Llama-3's but digits are split one by one.
-const QWEN2_REGEX: &str = r"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
-/// GPT-2's original.
-const GPT2_REGEX: &str = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+";
 
 /// `tokenizer.ggml.token_type` values.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -51,8 +46,10 @@ pub enum TokenizerError {
     Missing { file: String },
     #[error("{file}: tokenizer model '{model}' is not supported (dllm supports byte-level BPE, 'gpt2')")]
     UnsupportedModel { file: String, model: String },
-    #[error("{file}: pre-tokenizer '{pre}' is not supported (supported: llama-bpe, llama3, qwen2, gpt-2, default)")]
-    UnsupportedPre { file: String, pre: String },
+    #[error(
+        "{file}: pre-tokenizer '{pre}' is not supported (supported: {supported}); convert the model with a llama.cpp that writes one of these, or report the name"
+    )]
+    UnsupportedPre { file: String, pre: String, supported: String },
     #[error("{file}: tokenizer metadata is malformed: {what}")]
     Malformed { file: String, what: String },
     #[error("tokenization failed: {0}")]
@@ -69,13 +66,16 @@ pub struct EncodeOptions {
 }
 
 /// Ids of the tokens the engine treats specially.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
 pub struct SpecialIds {
     pub bos: Option<u32>,
     pub eos: Option<u32>,
     pub eot: Option<u32>,
     pub pad: Option<u32>,
     pub mask: Option<u32>,
+    /// Every token that ends a generation, ascending (`end_of_generation` says how the set is
+    /// built).
+    pub eog: Vec<u32>,
 }
 
 pub struct Tokenizer {
@@ -87,6 +87,8 @@ pub struct Tokenizer {
     pub special: SpecialIds,
     pub add_bos: bool,
     pub pre: String,
+    /// The row of `pre::PRE_TOKENIZERS` that `pre` names.
+    pub pre_tokenizer: &'static pre::PreTokenizer,
 }
 
 impl Tokenizer {
@@ -126,12 +128,11 @@ impl Tokenizer {
                 .collect::<Result<_, TokenizerError>>()?,
             None => Vec::new(),
         };
+        // A file without the key gets llama.cpp's `default` (which warns that quality suffers).
         let pre = gguf.get_str("tokenizer.ggml.pre").unwrap_or("default").to_owned();
-        let (regex, ignore_merges) = match pre.as_str() {
-            "llama-bpe" | "llama3" | "llama-v3" => (LLAMA3_REGEX, true),
-            "qwen2" => (QWEN2_REGEX, false),
-            "gpt-2" | "gpt2" | "default" => (GPT2_REGEX, false),
-            _ => return Err(TokenizerError::UnsupportedPre { file, pre }),
+        let Some(pre_tokenizer) = pre::find(&pre) else {
+            let supported = pre::all_names().collect::<Vec<_>>().join(", ");
+            return Err(TokenizerError::UnsupportedPre { file, pre, supported });
         };
         let n = tokens.len();
         let mut vocab = Vocab::default();
@@ -140,15 +141,20 @@ impl Tokenizer {
         }
         let bpe = BPE::builder()
             .vocab_and_merges(vocab, merges)
-            .ignore_merges(ignore_merges)
+            .ignore_merges(pre_tokenizer.ignore_merges)
             .build()
             .map_err(|e| malformed(format!("BPE: {e}")))?;
-        let split = Split::new(SplitPattern::Regex(regex.into()), SplitDelimiterBehavior::Isolated, false)
-            .map_err(|e| malformed(format!("regex: {e}")))?;
-        let pre_tok = Sequence::new(vec![
-            PreTokenizerWrapper::Split(split),
-            PreTokenizerWrapper::ByteLevel(ByteLevel::new(false, true, false)),
-        ]);
+        let mut steps = pre_tokenizer
+            .regexes
+            .iter()
+            .map(|r| {
+                Split::new(SplitPattern::Regex((*r).into()), SplitDelimiterBehavior::Isolated, false)
+                    .map(PreTokenizerWrapper::Split)
+                    .map_err(|e| malformed(format!("pre-tokenizer {pre} regex {r}: {e}")))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        steps.push(PreTokenizerWrapper::ByteLevel(ByteLevel::new(false, true, false)));
+        let pre_tok = Sequence::new(steps);
         let mut tk = tokenizers::Tokenizer::new(bpe);
         tk.with_pre_tokenizer(Some(pre_tok));
 
@@ -180,16 +186,30 @@ impl Tokenizer {
             }
         };
         let by_text = |texts: &[&str]| texts.iter().find_map(|t| tokens.iter().position(|x| x == t).map(|i| i as u32));
+        let eos = id("tokenizer.ggml.eos_token_id")?;
+        // Converters often omit EOT; llama.cpp then finds it by its text.
+        let eot = id("tokenizer.ggml.eot_token_id")?.or_else(|| by_text(&["<|eot_id|>", "<|im_end|>", "<|end|>"]));
+        let keyed = end_of_generation::KeyedIds {
+            eos,
+            eot,
+            eom: id("tokenizer.ggml.eom_token_id")?,
+            fim: [
+                id("tokenizer.ggml.fim_pad_token_id")?,
+                id("tokenizer.ggml.fim_rep_token_id")?,
+                id("tokenizer.ggml.fim_sep_token_id")?,
+            ],
+        };
         let special = SpecialIds {
             bos: id("tokenizer.ggml.bos_token_id")?,
-            eos: id("tokenizer.ggml.eos_token_id")?,
-            // Converters often omit EOT; llama.cpp then finds it by its text.
-            eot: id("tokenizer.ggml.eot_token_id")?.or_else(|| by_text(&["<|eot_id|>", "<|im_end|>", "<|end|>"])),
+            eos,
+            eot,
             pad: id("tokenizer.ggml.padding_token_id")?,
             mask: id("tokenizer.ggml.mask_token_id")?,
+            eog: end_of_generation::set(&tokens, &keyed),
         };
-        let add_bos = gguf.get_bool("tokenizer.ggml.add_bos_token").unwrap_or(false);
-        Ok(Tokenizer { bpe: tk, pieces, types, atomic, special, add_bos, pre })
+        // llama.cpp: the pre-tokenizer's default, overridden by the file's key.
+        let add_bos = gguf.get_bool("tokenizer.ggml.add_bos_token").unwrap_or(pre_tokenizer.add_bos);
+        Ok(Tokenizer { bpe: tk, pieces, types, atomic, special, add_bos, pre, pre_tokenizer })
     }
 
     pub fn n_vocab(&self) -> usize {

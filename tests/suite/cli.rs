@@ -50,6 +50,28 @@ fn inspect_matches_the_reference_facts_for_every_fixture() {
     assert_eq!(inspect_json("models/dream-tiny-F32.gguf")["shift_logits"], serde_json::Value::Null);
 }
 
+/// `inspect` names the end-of-generation set and, for every tensor type, how dllm runs it.
+#[test]
+fn inspect_shows_end_of_generation_and_how_each_type_runs() {
+    let j = inspect_json("models/llada-tiny-F32.gguf");
+    let eog: Vec<(u64, &str)> = j["end_of_generation"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| (t["id"].as_u64().unwrap(), t["text"].as_str().unwrap()))
+        .collect();
+    assert_eq!(eog, vec![(701, "<|endoftext|>"), (702, "<|eot_id|>")]);
+    let j = inspect_json("quants/models/llada-tiny-IQ3_S.gguf");
+    let products = j["products"].as_object().unwrap();
+    assert!(products["IQ3_S"].as_str().unwrap().starts_with("Q8_K activations"), "{products:?}");
+    let j = inspect_json("quants/models/llada-tiny-Q4_0.gguf");
+    let q4_0 = j["products"]["Q4_0"].as_str().unwrap();
+    assert!(q4_0.starts_with("Q8_0 activations"), "{q4_0}");
+    let (ok, out, _) = dllm(&["inspect", &data("quants/models/dream-tiny-Q2_K.gguf")]);
+    assert!(ok && out.contains("end of generation: 700 <|endoftext|>, 702 <|im_end|>"), "{out}");
+    assert!(out.lines().any(|l| l.trim_start().starts_with("Q2_K") && l.contains("Q8_K activations")), "{out}");
+}
+
 #[test]
 fn inspect_reads_vocabulary_only_files() {
     let j = inspect_json("tokenizer/ggml-vocab-qwen2.gguf");

@@ -457,7 +457,7 @@ fn greedy_decoding_on_the_gpu_follows_the_cpu() {
         let gguf = Arc::new(GgufFile::open(data(&format!("models/{file}.gguf"))).unwrap());
         let mask = dllm::tokenizer::Tokenizer::from_gguf(&gguf).unwrap().special.mask.unwrap();
         let mut cpu = CpuModel::load(gguf).unwrap();
-        let special = SpecialTokens { mask, eos: None, eot: None };
+        let special = SpecialTokens::new(mask, None, None);
         let params = GenerateParams {
             gen_length: 32,
             steps: 32,
@@ -470,7 +470,7 @@ fn greedy_decoding_on_the_gpu_follows_the_cpu() {
         let prompt: Vec<u32> = read_i32(&format!("canvases/{}_c17.i32", &file[..file.len() - 4]))[..8].to_vec();
         let steps = |m: &mut dyn Forward| {
             let mut canvases = Vec::new();
-            generate(m, &prompt, &params, special, &mut |s| {
+            generate(m, &prompt, &params, special.clone(), &mut |s| {
                 canvases.push(s.canvas.to_vec());
                 true
             })

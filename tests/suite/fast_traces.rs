@@ -93,7 +93,7 @@ fn every_fast_dllm_trace_is_reproduced_pass_for_pass() {
     let mut total_steps = 0;
     for t in &all {
         let mut m = f32_fixture(t.family);
-        let special = SpecialTokens { mask: t.mask, eos: None, eot: None };
+        let special = SpecialTokens::new(t.mask, None, None);
         let (mut canvases, mut windows, mut cached, mut forwards) = (vec![], vec![], vec![], 0);
         let out = generate(&mut m, &t.prompt, &t.params, special, &mut |s| {
             canvases.push(s.canvas.to_vec());

@@ -141,11 +141,11 @@ fn each_defect_gets_its_own_message() {
 #[test]
 fn unsupported_type_parses_but_is_named_when_used() {
     let mut w = Writer::new(3, 1, 0);
-    w.tensor("blk.0.attn_q.weight", &[256], 16, 0).pad_to(32).zeros(66);
-    let g = w.parse().expect("IQ2_XXS is a known type; inspect must show it");
+    w.tensor("blk.0.attn_q.weight", &[256], 34, 0).pad_to(32).zeros(54);
+    let g = w.parse().expect("TQ1_0 is a known type; inspect must show it");
     let t = &g.tensors()[0];
     let err = dequantize(t.ty, g.tensor_data(t), &mut vec![0.0; 256]).unwrap_err();
-    assert!(err.to_string().contains("IQ2_XXS"));
+    assert!(err.to_string().contains("TQ1_0"));
 }
 
 /// Everything a loader would touch: parse, tokenizer, and every tensor's data.

@@ -9,9 +9,9 @@ use dllm::cpu::kernels::{
     sum_exp_f32, swiglu_f32, weighted_rows_f32, weighted_rows_tile_f32,
 };
 use dllm::cpu::ops::matmul::{MatmulScratch, Matrix, matmul, matmul_on, matmul_same_input};
-use dllm::quant::blocks::{q4_k, q5_k, q6_k, q8_0};
+use dllm::quant::blocks::{q2_k, q3_k, q4_1, q4_k, q5_1, q5_k, q6_k, q8_0};
 use dllm::quant::q8::{BlockQ8_0, BlockQ8K, quantize_q8_0, quantize_q8_k};
-use dllm::quant::{GgmlType, dequantize};
+use dllm::quant::{Activations, GgmlType, dequantize};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
@@ -22,6 +22,11 @@ fn random_weights(rng: &mut ChaCha8Rng, ty: GgmlType, n_in: usize, n_out: usize)
         GgmlType::Q4_K => &[q4_k::D, q4_k::DMIN],
         GgmlType::Q5_K => &[q5_k::D, q5_k::DMIN],
         GgmlType::Q6_K => &[q6_k::D],
+        GgmlType::Q2_K => &[q2_k::D, q2_k::DMIN],
+        GgmlType::Q3_K => &[q3_k::D],
+        GgmlType::Q4_1 => &[q4_1::D, q4_1::M],
+        GgmlType::Q5_1 => &[q5_1::D, q5_1::M],
+        // Q8_0, Q4_0, Q5_0 and the i-quants but IQ1_M (not tested here) keep d first.
         _ => &[q8_0::D],
     };
     let n_blocks = n_in / ty.block_size() * n_out;
@@ -75,9 +80,9 @@ fn row_group_kernels_match_scalar() {
                     let mut a = vec![BlockQ8_0::default(); ROW_GROUP * n_in / 32];
                     quantize_q8_0(&x, &mut a);
                     let acts: Vec<&[BlockQ8_0]> = a.chunks(n_in / 32).take(rows).collect();
-                    dot_rows_q8_0(Isa::Scalar, &w, &acts, &mut want);
+                    dot_rows_q8_0(Isa::Scalar, GgmlType::Q8_0, &w, &acts, &mut want);
                     for &isa in &paths {
-                        dot_rows_q8_0(isa, &w, &acts, &mut got);
+                        dot_rows_q8_0(isa, GgmlType::Q8_0, &w, &acts, &mut got);
                         for r in 0..rows {
                             let scale = abs_dot(ty, &w, &x[r * n_in..(r + 1) * n_in]);
                             assert_close(got[r], want[r], scale, &format!("{isa:?} {ty} n_in {n_in} row {r}"));
@@ -107,7 +112,17 @@ fn whole_products_match_scalar_on_ragged_shapes() {
     // (n_in, n_out, rows): Dream's FFN width 18944 = 74 blocks, odd output counts, and row
     // counts around the row group and the tile.
     let shapes = [(3584, 9, 7), (18944, 3, 5), (512, 37, 13), (256, 1, 1), (4096, 16, 148)];
-    for ty in [GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::Q8_0] {
+    let unpacked = [
+        GgmlType::Q4_1,
+        GgmlType::Q5_1,
+        GgmlType::IQ2_XXS,
+        GgmlType::IQ2_XS,
+        GgmlType::IQ2_S,
+        GgmlType::IQ3_XXS,
+        GgmlType::IQ3_S,
+        GgmlType::IQ1_S,
+    ];
+    for ty in PACKED_TYPES.into_iter().chain(unpacked) {
         for (n_in, n_out, rows) in shapes {
             let data = random_weights(&mut rng, ty, n_in, n_out);
             let w = Matrix { ty, n_in, n_out, data: &data, packed: None };
@@ -149,9 +164,25 @@ fn packed_kernels_match_scalar() {
     }
 }
 
+/// Every type with a packed layout: its own (Q2_K, Q4_K, Q5_K, Q6_K, Q8_0, IQ4_XS) or, re-encoded
+/// at packing, Q8_0's (Q4_0, Q5_0, IQ4_NL) and Q6_K's (Q3_K).
+const PACKED_TYPES: [GgmlType; 10] = [
+    GgmlType::Q4_K,
+    GgmlType::Q5_K,
+    GgmlType::Q6_K,
+    GgmlType::Q8_0,
+    GgmlType::Q2_K,
+    GgmlType::IQ4_XS,
+    GgmlType::Q4_0,
+    GgmlType::Q5_0,
+    GgmlType::IQ4_NL,
+    GgmlType::Q3_K,
+];
+
 fn packed_kernels_match_scalar_on(isa: Isa) {
     let mut rng = ChaCha8Rng::seed_from_u64(3);
-    for ty in [GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::Q8_0] {
+    for ty in PACKED_TYPES {
+        let q8_0_form = ty.activations() == Some(Activations::Q8_0);
         for (n_in, n_out) in [(256, 8), (3584, 16), (4096, 40)] {
             let data = random_weights(&mut rng, ty, n_in, n_out);
             let packed = pack(ty, &data, n_in, n_out, |_| {});
@@ -173,9 +204,9 @@ fn packed_kernels_match_scalar_on(isa: Isa) {
                 }) {
                     let mut got = vec![[0f32; CALL_COLS]; rows];
                     let groups = packed.groups(first..first + n);
-                    match ty {
-                        GgmlType::Q8_0 => gemm_packed_q8_0(isa, groups, &acts8_0, &mut got, &[]),
-                        _ => gemm_packed(isa, ty, groups, &acts8k, &mut got, &[]),
+                    match q8_0_form {
+                        true => gemm_packed_q8_0(isa, groups, &acts8_0, &mut got, &[]),
+                        false => gemm_packed(isa, packed.ty, groups, &acts8k, &mut got, &[]),
                     }
                     let g = format!("groups {first}..{}", first + n);
                     for c in 0..8 * n {
@@ -184,9 +215,9 @@ fn packed_kernels_match_scalar_on(isa: Isa) {
                         let want: Vec<f32> = (0..rows)
                             .map(|r| {
                                 let mut want = [0f32];
-                                match ty {
-                                    GgmlType::Q8_0 => dot_rows_q8_0(Isa::Scalar, col, &acts8_0[r..=r], &mut want),
-                                    _ => dot_rows_q8k(Isa::Scalar, ty, col, &acts8k[r..=r], &mut want),
+                                match q8_0_form {
+                                    true => dot_rows_q8_0(Isa::Scalar, ty, col, &acts8_0[r..=r], &mut want),
+                                    false => dot_rows_q8k(Isa::Scalar, ty, col, &acts8k[r..=r], &mut want),
                                 }
                                 want[0]
                             })

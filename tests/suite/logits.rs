@@ -11,7 +11,11 @@ use dllm::forward::Forward;
 use dllm::gguf::GgufFile;
 
 fn logits_of(model: &str, canvas: &str) -> (Vec<f32>, usize) {
-    let gguf = Arc::new(GgufFile::open(data(&format!("models/{model}.gguf"))).unwrap());
+    logits_of_file(&format!("models/{model}.gguf"), canvas)
+}
+
+fn logits_of_file(path: &str, canvas: &str) -> (Vec<f32>, usize) {
+    let gguf = Arc::new(GgufFile::open(data(path)).unwrap());
     let mut m = CpuModel::load(gguf).unwrap();
     let tokens = read_i32(&format!("canvases/{canvas}.i32"));
     let rows: Vec<usize> = (0..tokens.len()).collect();
@@ -66,6 +70,34 @@ fn quantized_models_match_llama_cpp() {
     }
 }
 
+/// Every other tier community repositories publish (tests/data/quants: `llama-quantize` of the
+/// F32 fixtures, a tier mixing types as llama.cpp chose), against llama.cpp's logits.
+#[test]
+fn every_quantization_tier_matches_llama_cpp() {
+    let manifest: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(data("quants/manifest.json")).unwrap()).unwrap();
+    let mut worst = Vec::new();
+    for f in manifest["files"].as_array().unwrap() {
+        let (model, variant) = (f["model"].as_str().unwrap(), f["variant"].as_str().unwrap());
+        let canvas = format!("{model}_c40");
+        let (got, n_vocab) = logits_of_file(&format!("quants/{}", f["gguf"].as_str().unwrap()), &canvas);
+        let reference = read_f32(&format!("quants/logits/{canvas}_llamacpp-{variant}.f32"));
+        let e = compare(&got, &reference, n_vocab);
+        let quantization_error = f["vs_pytorch"]["max_abs_over_max_ref"].as_f64().unwrap();
+        eprintln!(
+            "{canvas} {variant:<7} vs llama.cpp: rel {:.2e} (llama.cpp vs PyTorch {quantization_error:.2e}), argmax {:.3}",
+            e.rel, e.argmax_agree
+        );
+        // As `quantized_models_match_llama_cpp`: the same integer dots on the same quantized
+        // activations, float steps an ulp apart now and then (0.02 of max |logit|, the reference
+        // README's bound); the F16/BF16 files round the activations as ggml does.
+        assert!(e.rel <= 0.02, "{canvas} {variant}: relative error {}", e.rel);
+        assert!(e.argmax_agree >= 0.9, "{canvas} {variant}: argmax agreement {}", e.argmax_agree);
+        worst.push((variant.to_owned(), e.rel));
+    }
+    assert_eq!(worst.len(), 22, "every tier of tests/data/quants was compared");
+}
+
 #[test]
 fn f32_model_matches_llama_cpp_f32_too() {
     let (got, n_vocab) = logits_of("llada-tiny-F32", "llada-tiny_c40");
@@ -87,4 +119,14 @@ fn only_requested_rows_are_computed_and_they_match_the_full_pass() {
     for (i, r) in [39, 3, 17].into_iter().enumerate() {
         assert_eq!(&some[i * n_vocab..(i + 1) * n_vocab], &all[r * n_vocab..(r + 1) * n_vocab]);
     }
+}
+
+/// A file whose q, k and v projections are one fused `attn_qkv` matrix (and bias), as newer
+/// llama.cpp converters write (made from dream-tiny-Q8_0 by tools/fused-qkv/fuse_qkv.py), gives
+/// the separate file's logits bit for bit: each output row is the same dot product.
+#[test]
+fn fused_qkv_gives_the_same_logits_as_separate_projections() {
+    let (fused, _) = logits_of("dream-tiny-Q8_0-fused-qkv", "dream-tiny_c40");
+    let (separate, _) = logits_of("dream-tiny-Q8_0", "dream-tiny_c40");
+    assert_eq!(fused, separate);
 }

@@ -61,7 +61,9 @@ impl<F: Fn(&[u32], usize) -> [f32; N_VOCAB] + Send> Forward for Scripted<F> {
     }
 }
 
-const SPECIAL: SpecialTokens = SpecialTokens { mask: MASK, eos: Some(EOS), eot: Some(EOT) };
+fn special() -> SpecialTokens {
+    SpecialTokens::new(MASK, Some(EOS), Some(EOT))
+}
 
 fn llada(gen_length: usize, steps: usize) -> GenerateParams {
     GenerateParams {
@@ -75,7 +77,7 @@ fn llada(gen_length: usize, steps: usize) -> GenerateParams {
 
 fn run(model: &mut dyn Forward, prompt: &[u32], params: &GenerateParams) -> (Vec<u32>, Vec<Vec<(usize, f32)>>) {
     let mut commits = Vec::new();
-    let out = generate(model, prompt, params, SPECIAL, &mut |s| {
+    let out = generate(model, prompt, params, special(), &mut |s| {
         commits.push(s.committed.to_vec());
         true
     })

@@ -22,16 +22,20 @@ fn vectors(vocab: &str) -> Vec<(String, Vec<u32>)> {
     texts.iter().map(|t| t.to_string()).zip(ids).collect()
 }
 
+/// Every vector, with special-token parsing off (as llama.cpp made them) and on: the inputs
+/// hold no special token's text, so parsing them must change nothing.
 fn check_vectors(vocab: &str) {
     let tk = load(&format!("tokenizer/{vocab}"));
     let cases = vectors(vocab);
     let mut failures = Vec::new();
     for (text, expected) in &cases {
-        let got = tk.encode(text, EncodeOptions::default()).unwrap();
-        if &got != expected {
-            failures.push(format!("{text:?}: got {got:?}, expected {expected:?}"));
+        for parse_special in [false, true] {
+            let got = tk.encode(text, EncodeOptions { add_special: false, parse_special }).unwrap();
+            if &got != expected {
+                failures.push(format!("{text:?} (parse_special {parse_special}): got {got:?}, expected {expected:?}"));
+            }
+            assert_eq!(tk.decode(&got, false), *text, "round trip of {text:?}");
         }
-        assert_eq!(tk.decode(&got, false), *text, "round trip of {text:?}");
     }
     assert!(
         failures.is_empty(),
@@ -51,6 +55,43 @@ fn qwen2_vectors_match_llama_cpp() {
 #[test]
 fn llama_bpe_vectors_match_llama_cpp() {
     check_vectors("ggml-vocab-llama-bpe.gguf");
+}
+
+/// The pre-tokenizer of the real LLaDA-8B GGUFs: llama.cpp's Llama-3 vocabulary under the name
+/// `bailingmoe`, whose regex splits digits one at a time and newline runs apart.
+#[test]
+fn bailingmoe_vectors_match_llama_cpp() {
+    check_vectors("ggml-vocab-bailingmoe.gguf");
+    let tk = load("tokenizer/ggml-vocab-bailingmoe.gguf");
+    assert_eq!(tk.pre, "bailingmoe");
+    let digits = tk.encode("12345", EncodeOptions::default()).unwrap();
+    assert_eq!(digits.len(), 5, "one token per digit: {digits:?}");
+}
+
+#[test]
+fn control_tokens_of_a_real_vocabulary_parse_only_when_asked() {
+    let tk = load("tokenizer/ggml-vocab-bailingmoe.gguf");
+    let text = "<|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>";
+    let parsed = tk.encode(text, EncodeOptions { add_special: false, parse_special: true }).unwrap();
+    // Llama-3's ids: <|start_header_id|> 128006, <|end_header_id|> 128007, <|eot_id|> 128009.
+    assert_eq!((parsed[0], parsed[2], *parsed.last().unwrap()), (128006, 128007, 128009), "{parsed:?}");
+    let plain = tk.encode(text, EncodeOptions::default()).unwrap();
+    assert!(!plain.iter().any(|id| (128000..128256).contains(id)), "no special id without parsing: {plain:?}");
+    assert_eq!(tk.decode(&plain, false), text);
+}
+
+/// The end-of-generation set is llama.cpp's `special_eog_ids` for the real vocabularies (what
+/// llama.cpp logs as `EOG token` when it loads them), plus the diffusion models' end texts.
+#[test]
+fn end_of_generation_sets_of_real_vocabularies() {
+    // Llama-3 (3.0, which has no <|eom_id|>): <|end_of_text|> (the EOS key) and <|eot_id|>.
+    assert_eq!(load("tokenizer/ggml-vocab-bailingmoe.gguf").special.eog, vec![128001, 128009]);
+    // Qwen2: <|endoftext|> and <|im_end|>.
+    let qwen = load("tokenizer/ggml-vocab-qwen2.gguf").special.eog;
+    assert!(qwen.contains(&151643) && qwen.contains(&151645), "{qwen:?}");
+    // The fixtures: LLaDA {<|endoftext|>, <|eot_id|>}, Dream {<|endoftext|>, <|im_end|>}.
+    assert_eq!(load("models/llada-tiny-F32.gguf").special.eog, vec![701, 702]);
+    assert_eq!(load("models/dream-tiny-F32.gguf").special.eog, vec![700, 702]);
 }
 
 #[test]
@@ -109,5 +150,5 @@ fn unknown_pre_tokenizer_is_named() {
     bytes[pos..pos + 5].copy_from_slice(b"zzzzz");
     let gguf = GgufFile::from_bytes("patched.gguf", bytes).unwrap();
     let err = Tokenizer::from_gguf(&gguf).err().expect("unknown pre-tokenizer must fail").to_string();
-    assert!(err.contains("zzzzz") && err.contains("patched.gguf"), "{err}");
+    assert!(err.contains("zzzzz") && err.contains("patched.gguf") && err.contains("bailingmoe"), "{err}");
 }

@@ -77,7 +77,7 @@ fn official_traces_are_reproduced_step_by_step() {
     assert_eq!(all.len(), 9);
     for t in &all {
         let mut m = f32_fixture(t.family);
-        let special = SpecialTokens { mask: t.mask, eos: None, eot: None };
+        let special = SpecialTokens::new(t.mask, None, None);
         let (out, canvases) = run(&mut m, t, special, &t.params);
         assert_eq!(canvases.len(), t.steps.len(), "{}: number of steps", t.name);
         for (k, (got, want)) in canvases.iter().zip(&t.steps).enumerate() {
@@ -104,10 +104,10 @@ fn early_stop_gives_the_full_runs_answer() {
         else {
             continue;
         };
-        let special = SpecialTokens { mask: t.mask, eos: Some(end), eot: None };
-        let (full, _) = run(&mut m, &t, special, &t.params);
+        let special = SpecialTokens::new(t.mask, Some(end), None);
+        let (full, _) = run(&mut m, &t, special.clone(), &t.params);
         let early_params = GenerateParams { early_stop: true, ..t.params.clone() };
-        let (early, canvases) = run(&mut m, &t, special, &early_params);
+        let (early, canvases) = run(&mut m, &t, special.clone(), &early_params);
         for (k, c) in canvases.iter().enumerate() {
             assert_eq!(c, &t.steps[k], "{}: step {k} before the stop", t.name);
         }

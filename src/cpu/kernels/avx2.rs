@@ -472,6 +472,113 @@ unsafe fn gemm_q8_0_x8<O: Int8Dot, const R: usize>(group: &[u8], a: &[&[BlockQ8_
 /// The packed kernels compiled for one instruction set: `$features` enabled, `$dot` for the
 /// integer multiply-accumulates. Safety contract as for the module, with `$features` in place
 /// of AVX2 and FMA.
+/// Eight interleaved Q2_K columns (`cpu::kernels::repack` layout, one group) against R activation
+/// rows. A group of 16 weights is one vector (2 bits each); its four chunks' byte products (at
+/// most 4 x 2 x 3 x 128 = 3072) are summed in i16, then scaled; the mins meet the activation
+/// sums once per block, as Q6_K's offset does.
+#[inline(always)]
+unsafe fn gemm_q2_k_x8<O: Int8Dot, const R: usize>(group: &[u8], a: &[&[BlockQ8K]; R], ahead: &[u8]) -> [[f32; 8]; R] {
+    use super::repack::{Q2_K_GROUP_BLOCK, q2k_layout as l};
+    // SAFETY: as for this function (see the module's contract).
+    unsafe {
+        let m2 = _mm256_set1_epi8(3);
+        let mut sum = [_mm256_setzero_ps(); R];
+        let ahead = SpreadPrefetch::new(ahead, group.len() / Q2_K_GROUP_BLOCK * 16);
+        for (b, blk) in group.chunks_exact(Q2_K_GROUP_BLOCK).enumerate() {
+            let p = blk.as_ptr();
+            let mut acc = [_mm256_setzero_si256(); R];
+            for g in 0..16 {
+                ahead.at(16 * b + g);
+                let s8 = _mm_loadl_epi64(p.add(l::SCALES + 8 * g) as *const __m128i);
+                let scales = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(s8, s8));
+                let q = load(p.add(l::QS + 32 * g));
+                let mut acc16 = [_mm256_setzero_si256(); R];
+                for t in 0..4 {
+                    let w = _mm256_and_si256(_mm256_srl_epi16(q, _mm_cvtsi32_si128(2 * t as i32)), m2);
+                    for r in 0..R {
+                        let y = a[r].get_unchecked(b).qs.as_ptr().add(16 * g + 4 * t);
+                        let a4 = _mm256_set1_epi32((y as *const i32).read_unaligned());
+                        acc16[r] = _mm256_add_epi16(acc16[r], _mm256_maddubs_epi16(w, a4));
+                    }
+                }
+                for r in 0..R {
+                    acc[r] = O::dot_i16(acc[r], acc16[r], scales);
+                }
+            }
+            let d = _mm256_loadu_ps(p.add(l::D) as *const f32);
+            let dmin = _mm256_loadu_ps(p.add(l::DMIN) as *const f32);
+            for r in 0..R {
+                let y = a[r].get_unchecked(b);
+                // 32-bit element `pair` of the activation sums holds those of groups 2 pair and
+                // 2 pair + 1, the i16 pair that column c's min pair multiplies.
+                let bsums = _mm256_loadu_si256(y.bsums.as_ptr() as *const __m256i);
+                let mut mins = _mm256_setzero_si256();
+                for pair in 0..8 {
+                    let m = _mm256_cvtepu8_epi16(_mm_loadu_si128(p.add(l::MIN_PAIRS + 16 * pair) as *const __m128i));
+                    mins = O::dot_i16(mins, m, _mm256_permutevar8x32_epi32(bsums, _mm256_set1_epi32(pair as i32)));
+                }
+                let t = _mm256_mul_ps(_mm256_cvtepi32_ps(acc[r]), d);
+                let t = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(mins), dmin, t);
+                sum[r] = _mm256_fmadd_ps(t, _mm256_set1_ps(y.d), sum[r]);
+            }
+        }
+        rows_out(sum)
+    }
+}
+
+/// Eight interleaved IQ4_XS columns (`cpu::kernels::repack` layout, one group) against R
+/// activation rows. The level indices look their signed levels up in `KVALUES_IQ4NL` (one
+/// `vpshufb`); signed x signed products go through `O::dot_u8i8` as |w| x (a with w's sign), as
+/// Q8_0's do; each sub-block's sums are multiplied by its columns' scales in i32.
+#[inline(always)]
+unsafe fn gemm_iq4_xs_x8<O: Int8Dot, const R: usize>(
+    group: &[u8],
+    a: &[&[BlockQ8K]; R],
+    ahead: &[u8],
+) -> [[f32; 8]; R] {
+    use super::repack::{IQ4_XS_GROUP_BLOCK, iq4xs_layout as l};
+    use crate::quant::iq::KVALUES_IQ4NL;
+    // SAFETY: as for this function (see the module's contract).
+    unsafe {
+        let m4 = _mm256_set1_epi8(0x0F);
+        // Index j's level, in both 128-bit lanes.
+        let table = _mm256_broadcastsi128_si256(_mm_loadu_si128(KVALUES_IQ4NL.as_ptr() as *const __m128i));
+        let mut sum = [_mm256_setzero_ps(); R];
+        let ahead = SpreadPrefetch::new(ahead, group.len() / IQ4_XS_GROUP_BLOCK * 8);
+        for (b, blk) in group.chunks_exact(IQ4_XS_GROUP_BLOCK).enumerate() {
+            let p = blk.as_ptr();
+            let mut acc = [_mm256_setzero_si256(); R];
+            for j in 0..8 {
+                ahead.at(8 * b + j);
+                let mut part = [_mm256_setzero_si256(); R];
+                for k in 0..4 {
+                    let q = load(p.add(l::QS + 128 * j + 32 * k));
+                    let lo = _mm256_shuffle_epi8(table, _mm256_and_si256(q, m4));
+                    let hi = _mm256_shuffle_epi8(table, _mm256_and_si256(_mm256_srli_epi16(q, 4), m4));
+                    let (abs_lo, abs_hi) = (_mm256_sign_epi8(lo, lo), _mm256_sign_epi8(hi, hi));
+                    for r in 0..R {
+                        let y = a[r].get_unchecked(b).qs.as_ptr().add(32 * j + 8 * k);
+                        let a_lo = _mm256_set1_epi32((y as *const i32).read_unaligned());
+                        let a_hi = _mm256_set1_epi32((y.add(4) as *const i32).read_unaligned());
+                        part[r] = O::dot_u8i8(part[r], abs_lo, _mm256_sign_epi8(a_lo, lo));
+                        part[r] = O::dot_u8i8(part[r], abs_hi, _mm256_sign_epi8(a_hi, hi));
+                    }
+                }
+                let scales = _mm256_cvtepi8_epi32(_mm_loadl_epi64(p.add(l::SCALES + 8 * j) as *const __m128i));
+                for r in 0..R {
+                    acc[r] = _mm256_add_epi32(acc[r], _mm256_mullo_epi32(part[r], scales));
+                }
+            }
+            let d = _mm256_loadu_ps(p.add(l::D) as *const f32);
+            for r in 0..R {
+                let y = a[r].get_unchecked(b);
+                sum[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[r]), _mm256_mul_ps(d, _mm256_set1_ps(y.d)), sum[r]);
+            }
+        }
+        rows_out(sum)
+    }
+}
+
 macro_rules! packed_entry_points {
     ($name:ident, $features:literal, $dot:ty) => {
         pub mod $name {
@@ -499,6 +606,22 @@ macro_rules! packed_entry_points {
             pub unsafe fn gemm_q8_0_x8<const R: usize>(g: &[u8], a: &[&[BlockQ8_0]; R], ahead: &[u8]) -> [[f32; 8]; R] {
                 // SAFETY: this function's contract.
                 unsafe { super::gemm_q8_0_x8::<$dot, R>(g, a, ahead) }
+            }
+
+            #[target_feature(enable = $features)]
+            pub unsafe fn gemm_q2_k_x8<const R: usize>(g: &[u8], a: &[&[BlockQ8K]; R], ahead: &[u8]) -> [[f32; 8]; R] {
+                // SAFETY: this function's contract.
+                unsafe { super::gemm_q2_k_x8::<$dot, R>(g, a, ahead) }
+            }
+
+            #[target_feature(enable = $features)]
+            pub unsafe fn gemm_iq4_xs_x8<const R: usize>(
+                g: &[u8],
+                a: &[&[BlockQ8K]; R],
+                ahead: &[u8],
+            ) -> [[f32; 8]; R] {
+                // SAFETY: this function's contract.
+                unsafe { super::gemm_iq4_xs_x8::<$dot, R>(g, a, ahead) }
             }
         }
     };

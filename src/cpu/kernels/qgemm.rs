@@ -7,7 +7,7 @@ use super::avx2::{self, packed_avx_vnni, packed_avx2, packed_avx512_vnni};
 #[cfg(target_arch = "x86_64")]
 use super::avx512;
 use super::repack::COLS;
-use crate::quant::q8::{BlockQ8_0, BlockQ8K};
+use crate::quant::q8::{BlockQ8_0, BlockQ8_1, BlockQ8K};
 use crate::quant::{GgmlType, vec_dot};
 
 /// Activation rows handled together by one row-kernel call (each weight vector is unpacked
@@ -158,7 +158,9 @@ fn check<A>(isa: Isa, ty: GgmlType, w: &[u8], acts: &[&[A]], out: &[f32]) {
     assert!(w.len().is_multiple_of(ty.type_size()) && acts.iter().all(|a| a.len() == nb), "{ty}: ragged operands");
 }
 
-/// `out[i] = dot(w, acts[i])` for a Q4_K, Q5_K or Q6_K weight row and Q8_K activations.
+/// `out[i] = dot(w, acts[i])` for a weight row of a type that takes Q8_K activations. Q4_K,
+/// Q5_K and Q6_K have SIMD row kernels; the other types run the scalar reference
+/// (`quant::vec_dot`), and on the SIMD paths only for the rows a packed layout leaves over.
 pub fn dot_rows_q8k(isa: Isa, ty: GgmlType, w: &[u8], acts: &[&[BlockQ8K]], out: &mut [f32]) {
     check(isa, ty, w, acts, out);
     match (isa.is_x86_simd(), ty) {
@@ -168,36 +170,39 @@ pub fn dot_rows_q8k(isa: Isa, ty: GgmlType, w: &[u8], acts: &[&[BlockQ8K]], out:
         (true, GgmlType::Q5_K) => by_rows!(avx2::dot_q5_k, w, acts, out),
         #[cfg(target_arch = "x86_64")]
         (true, GgmlType::Q6_K) => by_rows!(avx2::dot_q6_k, w, acts, out),
-        (_, GgmlType::Q4_K | GgmlType::Q5_K | GgmlType::Q6_K) => {
-            let dot = match ty {
-                GgmlType::Q4_K => vec_dot::dot_q4_k,
-                GgmlType::Q5_K => vec_dot::dot_q5_k,
-                _ => vec_dot::dot_q6_k,
-            };
+        _ => {
             for (o, a) in out.iter_mut().zip(acts) {
-                *o = dot(w, a);
+                *o = vec_dot::dot_with_q8_k(ty, w, a);
             }
         }
-        _ => panic!("{ty} weights do not take Q8_K activations"),
     }
 }
 
-/// `out[i] = dot(w, acts[i])` for a Q8_0 weight row and Q8_0 activations.
-pub fn dot_rows_q8_0(isa: Isa, w: &[u8], acts: &[&[BlockQ8_0]], out: &mut [f32]) {
-    check(isa, GgmlType::Q8_0, w, acts, out);
-    match isa.is_x86_simd() {
+/// `out[i] = dot(w, acts[i])` for a weight row of a type that takes Q8_0 activations (Q8_0 has
+/// a SIMD row kernel; Q4_0, Q5_0 and IQ4_NL run the scalar reference).
+pub fn dot_rows_q8_0(isa: Isa, ty: GgmlType, w: &[u8], acts: &[&[BlockQ8_0]], out: &mut [f32]) {
+    check(isa, ty, w, acts, out);
+    match (isa.is_x86_simd(), ty) {
         #[cfg(target_arch = "x86_64")]
-        true => by_rows!(avx2::dot_q8_0, w, acts, out),
+        (true, GgmlType::Q8_0) => by_rows!(avx2::dot_q8_0, w, acts, out),
         _ => {
             for (o, a) in out.iter_mut().zip(acts) {
-                *o = vec_dot::dot_q8_0(w, a);
+                *o = vec_dot::dot_with_q8_0(ty, w, a);
             }
         }
+    }
+}
+
+/// `out[i] = dot(w, acts[i])` for a Q4_1 or Q5_1 weight row and Q8_1 activations (scalar).
+pub fn dot_rows_q8_1(isa: Isa, ty: GgmlType, w: &[u8], acts: &[&[BlockQ8_1]], out: &mut [f32]) {
+    check(isa, ty, w, acts, out);
+    for (o, a) in out.iter_mut().zip(acts) {
+        *o = vec_dot::dot_with_q8_1(ty, w, a);
     }
 }
 
 /// `out[r][c] = dot(column c of the packed groups, acts[r])` for up to `PACKED_ROW_GROUP` rows,
-/// on one to `MAX_CALL_GROUPS` adjacent Q4_K, Q5_K or Q6_K groups in the `cpu::kernels::repack` layout
+/// on one to `MAX_CALL_GROUPS` adjacent Q2_K, Q4_K, Q5_K, Q6_K or IQ4_XS groups in the `cpu::kernels::repack` layout
 /// (`groups`: their bytes, one after the other; `out[r][..8 * groups]` is written), each span
 /// of groups taken by the widest kernel that fits it. Only the x86 SIMD paths have packed
 /// kernels; the scalar reference for the same product is `dot_rows_q8k` on the unpacked rows.
@@ -211,11 +216,13 @@ pub fn gemm_packed(
     out: &mut [[f32; CALL_COLS]],
     ahead: &[u8],
 ) {
-    use super::repack::{Q4_K_GROUP_BLOCK, Q5_K_GROUP_BLOCK, Q6_K_GROUP_BLOCK};
+    use super::repack::{IQ4_XS_GROUP_BLOCK, Q2_K_GROUP_BLOCK, Q4_K_GROUP_BLOCK, Q5_K_GROUP_BLOCK, Q6_K_GROUP_BLOCK};
     let block = match ty {
         GgmlType::Q4_K => Q4_K_GROUP_BLOCK,
         GgmlType::Q5_K => Q5_K_GROUP_BLOCK,
         GgmlType::Q6_K => Q6_K_GROUP_BLOCK,
+        GgmlType::Q2_K => Q2_K_GROUP_BLOCK,
+        GgmlType::IQ4_XS => IQ4_XS_GROUP_BLOCK,
         _ => panic!("no packed kernel for {ty} with Q8_K activations"),
     };
     let n_groups = check_packed(isa, block, groups, acts, out);
@@ -236,6 +243,8 @@ pub fn gemm_packed(
         (_, GgmlType::Q4_K, 1) => packed_x8!(isa, gemm_q4_k_x8, w, acts, out, col, ahead),
         (_, GgmlType::Q5_K, 1) => packed_x8!(isa, gemm_q5_k_x8, w, acts, out, col, ahead),
         (_, GgmlType::Q6_K, 1) => packed_x8!(isa, gemm_q6_k_x8, w, acts, out, col, ahead),
+        (_, GgmlType::Q2_K, 1) => packed_x8!(isa, gemm_q2_k_x8, w, acts, out, col, ahead),
+        (_, GgmlType::IQ4_XS, 1) => packed_x8!(isa, gemm_iq4_xs_x8, w, acts, out, col, ahead),
         _ => unreachable!("next_call_groups offers only these"),
     });
 }

@@ -1,7 +1,9 @@
-//! Reference matrix multiplication against quantized weights, computed the way ggml does so
-//! that quantized models agree with llama.cpp: for Q8_0, Q4_K, Q5_K and Q6_K weights the
-//! activations are quantized to 8 bits once per product and each output is an integer block dot
-//! product (`quant::vec_dot`); other types are dequantized to f32 a tile of rows at a time.
+//! Matrix multiplication against quantized weights, computed the way ggml does so that
+//! quantized models agree with llama.cpp: the activations are first put in the form ggml's
+//! `vec_dot_type` for the weight type says (`GgmlType::activations`): quantized to 8 bits once
+//! per product for the quantized types, each output then an integer block dot product
+//! (`quant::vec_dot`), or rounded to f16 / bf16 for F16 / BF16 weights, whose products (like
+//! F32's) run in f32 over weights dequantized a tile of rows at a time.
 //! This is the oracle that the int8 SIMD kernels are tested against; on the x86 SIMD paths the
 //! matrices with an interleaved copy (`cpu::kernels::repack`) run through the packed kernels.
 
@@ -12,12 +14,12 @@ use rayon::prelude::*;
 use super::column_blocks::par_column_blocks;
 use crate::cpu::kernels::repack::{COLS, Packed};
 use crate::cpu::kernels::{
-    CALL_COLS, Isa, PACKED_ROW_GROUP, ROW_GROUP, active_isa, ahead_share, dot_f32, dot_rows_q8_0, dot_rows_q8k,
-    gemm_packed, gemm_packed_q8_0, packed_call_groups,
+    CALL_COLS, Isa, PACKED_ROW_GROUP, ROW_GROUP, active_isa, ahead_share, dot_f32, dot_rows_q8_0, dot_rows_q8_1,
+    dot_rows_q8k, gemm_packed, gemm_packed_q8_0, packed_call_groups,
 };
 use crate::cpu::kernels::{quantize_q8_0, quantize_q8_k};
-use crate::quant::q8::{BlockQ8_0, BlockQ8K};
-use crate::quant::{DequantError, GgmlType, dequantize};
+use crate::quant::q8::{BlockQ8_0, BlockQ8_1, BlockQ8K, quantize_q8_1};
+use crate::quant::{Activations as Form, DequantError, GgmlType, dequantize};
 
 /// Weight rows dequantized together; a tile is reused against every activation row.
 const TILE: usize = 8;
@@ -56,16 +58,19 @@ pub struct MatmulScratch {
     /// Activations quantized for the integer dot products.
     q8k: Vec<BlockQ8K>,
     q8_0: Vec<BlockQ8_0>,
-    /// What the last quantization wrote: (Q8_K rather than Q8_0, rows, values per row).
-    quantized: Option<(bool, usize, usize)>,
+    q8_1: Vec<BlockQ8_1>,
+    /// Activations rounded to f16 or bf16 for F16 / BF16 weights.
+    rounded: Vec<f32>,
+    /// What the last quantization wrote: (the form, rows, values per row).
+    quantized: Option<(Form, usize, usize)>,
 }
 
 impl MatmulScratch {
-    /// Whether a product must quantize its input (Q8_K, else Q8_0, of `n_rows` x `n_in`): not
-    /// when its input is the previous product's and that one left these activations. Records
-    /// that they are what the buffers hold from now on.
-    fn must_quantize(&mut self, q8k: bool, n_rows: usize, n_in: usize, same_input: bool) -> bool {
-        let held = Some((q8k, n_rows, n_in));
+    /// Whether a product must quantize its input (to `form`, `n_rows` x `n_in`): not when its
+    /// input is the previous product's and that one left these activations. Records that they
+    /// are what the buffers hold from now on.
+    fn must_quantize(&mut self, form: Form, n_rows: usize, n_in: usize, same_input: bool) -> bool {
+        let held = Some((form, n_rows, n_in));
         let reuse = same_input && self.quantized == held;
         self.quantized = held;
         !reuse
@@ -107,18 +112,29 @@ fn product(
     }
     // The packed kernels write `out` directly; the other products write the columns from
     // `transposed_from` on feature-major into `out_t`.
-    let transposed_from = match w.ty {
-        GgmlType::Q4_K | GgmlType::Q5_K | GgmlType::Q6_K => {
-            let quantize = scratch.must_quantize(true, n_rows, n_in, same_input);
-            integer_matmul::<BlockQ8K>(isa, x, n_rows, w, out, (&mut scratch.q8k, quantize), &mut scratch.out_t)
-        }
-        GgmlType::Q8_0 => {
-            let quantize = scratch.must_quantize(false, n_rows, n_in, same_input);
-            integer_matmul::<BlockQ8_0>(isa, x, n_rows, w, out, (&mut scratch.q8_0, quantize), &mut scratch.out_t)
-        }
-        _ => {
+    // The loader refused every type without a form (`GgmlType::is_supported`).
+    let form = w.ty.activations().expect("weights validated at load");
+    let quantize = scratch.must_quantize(form, n_rows, n_in, same_input);
+    let transposed_from = match form {
+        Form::Q8K => integer_matmul(isa, x, n_rows, w, out, (&mut scratch.q8k, quantize), &mut scratch.out_t),
+        Form::Q8_0 => integer_matmul(isa, x, n_rows, w, out, (&mut scratch.q8_0, quantize), &mut scratch.out_t),
+        Form::Q8_1 => integer_matmul(isa, x, n_rows, w, out, (&mut scratch.q8_1, quantize), &mut scratch.out_t),
+        Form::F32 | Form::F16 | Form::BF16 => {
             grow(&mut scratch.out_t, n_rows * n_out);
-            dequantized_products(isa, x, n_rows, w, scratch);
+            let x = match form {
+                Form::F32 => x,
+                _ => {
+                    if quantize {
+                        round_activations(form, x, &mut scratch.rounded);
+                    }
+                    &scratch.rounded[..x.len()]
+                }
+            };
+            let threads = rayon::current_num_threads();
+            if scratch.tiles.len() < threads {
+                scratch.tiles.resize_with(threads, Default::default);
+            }
+            dequantized_products(isa, x, n_rows, w, &scratch.tiles, &mut scratch.out_t);
             0
         }
     };
@@ -141,15 +157,30 @@ fn product(
     });
 }
 
-/// An 8-bit activation format and the kernels that take it: Q8_K for K-quant weights, Q8_0 for
-/// Q8_0 weights.
+/// ggml's F16 / BF16 `vec_dot_type`: the activations rounded to that precision (held as f32,
+/// which represents them exactly), so that an f32 product over them is ggml's.
+fn round_activations(form: Form, x: &[f32], out: &mut Vec<f32>) {
+    grow(out, x.len());
+    let round: fn(f32) -> f32 = match form {
+        Form::F16 => |v| half::f16::from_f32(v).to_f32(),
+        _ => |v| half::bf16::from_f32(v).to_f32(),
+    };
+    out[..x.len()].par_chunks_mut(4096).zip(x.par_chunks(4096)).for_each(|(o, x)| {
+        for (o, &v) in o.iter_mut().zip(x) {
+            *o = round(v);
+        }
+    });
+}
+
+/// An 8-bit activation format and the kernels that take it: Q8_K for the K-quants and the
+/// 256-value i-quants, Q8_0 for Q8_0, Q4_0, Q5_0 and IQ4_NL, Q8_1 for Q4_1 and Q5_1.
 trait Activations: Default + Clone + Send + Sync + Sized {
     /// Values per block.
     const BLOCK: usize;
     fn quantize(x: &[f32], out: &mut [Self]);
-    /// `cpu::gemm_packed` for this format.
+    /// `cpu::gemm_packed` for this format (only formats of types with a packed layout).
     fn packed(isa: Isa, ty: GgmlType, groups: &[u8], acts: &[&[Self]], out: &mut [[f32; CALL_COLS]], ahead: &[u8]);
-    /// `cpu::dot_rows_q8k` / `dot_rows_q8_0`.
+    /// `cpu::dot_rows_q8k` / `dot_rows_q8_0` / `dot_rows_q8_1`.
     fn rows(isa: Isa, ty: GgmlType, w: &[u8], acts: &[&[Self]], out: &mut [f32]);
 }
 
@@ -174,8 +205,21 @@ impl Activations for BlockQ8_0 {
     fn packed(isa: Isa, _: GgmlType, groups: &[u8], acts: &[&[Self]], out: &mut [[f32; CALL_COLS]], ahead: &[u8]) {
         gemm_packed_q8_0(isa, groups, acts, out, ahead)
     }
-    fn rows(isa: Isa, _: GgmlType, w: &[u8], acts: &[&[Self]], out: &mut [f32]) {
-        dot_rows_q8_0(isa, w, acts, out)
+    fn rows(isa: Isa, ty: GgmlType, w: &[u8], acts: &[&[Self]], out: &mut [f32]) {
+        dot_rows_q8_0(isa, ty, w, acts, out)
+    }
+}
+
+impl Activations for BlockQ8_1 {
+    const BLOCK: usize = 32;
+    fn quantize(x: &[f32], out: &mut [Self]) {
+        quantize_q8_1(x, out)
+    }
+    fn packed(_: Isa, ty: GgmlType, _: &[u8], _: &[&[Self]], _: &mut [[f32; CALL_COLS]], _: &[u8]) {
+        unreachable!("{ty} has no packed layout")
+    }
+    fn rows(isa: Isa, ty: GgmlType, w: &[u8], acts: &[&[Self]], out: &mut [f32]) {
+        dot_rows_q8_1(isa, ty, w, acts, out)
     }
 }
 
@@ -299,14 +343,9 @@ fn integer_products<A: Sync>(
 }
 
 /// `out_t[o][r] = dot(w[o], x[r])` in f32 over weight rows dequantized a tile at a time.
-fn dequantized_products(isa: Isa, x: &[f32], n_rows: usize, w: &Matrix, scratch: &mut MatmulScratch) {
+fn dequantized_products(isa: Isa, x: &[f32], n_rows: usize, w: &Matrix, tiles: &[Mutex<Vec<f32>>], out_t: &mut [f32]) {
     let (n_in, n_out) = (w.n_in, w.n_out);
-    let threads = rayon::current_num_threads();
-    if scratch.tiles.len() < threads {
-        scratch.tiles.resize_with(threads, Default::default);
-    }
-    let tiles = &scratch.tiles;
-    scratch.out_t[..n_rows * n_out].par_chunks_mut(TILE * n_rows).enumerate().for_each(|(t, out_t)| {
+    out_t[..n_rows * n_out].par_chunks_mut(TILE * n_rows).enumerate().for_each(|(t, out_t)| {
         let first = t * TILE;
         let n = out_t.len() / n_rows;
         let slot = rayon::current_thread_index().unwrap_or(0) % tiles.len();
@@ -323,6 +362,30 @@ fn dequantized_products(isa: Isa, x: &[f32], n_rows: usize, w: &Matrix, scratch:
             }
         }
     });
+}
+
+/// How a product with `ty` weights runs on `isa`, in words (what `dllm inspect` reports); None
+/// for a type dllm does not run.
+pub fn describe_product(ty: GgmlType, isa: Isa) -> Option<String> {
+    use crate::cpu::kernels::repack::layout_of;
+    let form = ty.activations()?;
+    let activations = match form {
+        Form::F32 => "f32 activations",
+        Form::F16 => "activations rounded to f16",
+        Form::BF16 => "activations rounded to bf16",
+        Form::Q8_0 => "Q8_0 activations",
+        Form::Q8_1 => "Q8_1 activations",
+        Form::Q8K => "Q8_K activations",
+    };
+    let kernel = match (form, layout_of(ty)) {
+        (Form::F32 | Form::F16 | Form::BF16, _) => format!("f32 dot products ({})", isa.name()),
+        (_, Some(layout)) if isa.is_x86_simd() && layout == ty => format!("packed {layout} kernels ({})", isa.name()),
+        (_, Some(layout)) if isa.is_x86_simd() => {
+            format!("blocks re-encoded as {layout} at load, packed {layout} kernels ({})", isa.name())
+        }
+        _ => "scalar integer block dot products".to_owned(),
+    };
+    Some(format!("{activations}, {kernel}"))
 }
 
 /// Grows `v` to at least `n` elements (never shrinks, so steady state allocates nothing).
