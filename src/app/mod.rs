@@ -27,6 +27,7 @@ pub use settings::Settings;
 use crate::decoding::DecodingPlan;
 use crate::engine::{EngineError, Prompt, Session};
 use crate::export::{RunRecord, html_page};
+use crate::model::Family;
 
 /// Opens the window; `model` starts loading at once.
 pub fn run(model: Option<PathBuf>) -> anyhow::Result<()> {
@@ -431,7 +432,10 @@ impl DllmApp {
         let p = self.settings.params(session.info()).clone();
         let mut actions = Vec::new();
         egui::Grid::new("settings").num_columns(2).show(ui, |ui| {
-            if let Some(mode) = decoding_mode::ui(ui, &p) {
+            // RND1's sampler has no threshold decoding or cache to pick.
+            if family != Family::Rnd1
+                && let Some(mode) = decoding_mode::ui(ui, &p)
+            {
                 actions.push(Action::SetDecodingMode(mode));
             }
             params_ui::rows(ui, family, &p, params_ui::is_main, &mut actions);

@@ -17,6 +17,7 @@ pub struct Settings {
     pub recent_models: Vec<PathBuf>,
     pub llada: GenerateParams,
     pub dream: GenerateParams,
+    pub rnd1: GenerateParams,
     /// For the bundled demo model (its own, since it suits longer answers than a CPU can
     /// afford with an 8B model).
     pub demo: GenerateParams,
@@ -43,6 +44,7 @@ impl Default for Settings {
             recent_models: Vec::new(),
             llada: GenerateParams::interactive_for(Family::Llada),
             dream: GenerateParams::interactive_for(Family::Dream),
+            rnd1: GenerateParams::interactive_for(Family::Rnd1),
             demo: crate::demo::params(),
             raw_prompt: false,
             color_by_confidence: false,
@@ -74,6 +76,7 @@ impl Settings {
             (true, _) => &self.demo,
             (false, Family::Llada) => &self.llada,
             (false, Family::Dream) => &self.dream,
+            (false, Family::Rnd1) => &self.rnd1,
         }
     }
 
@@ -82,6 +85,7 @@ impl Settings {
             (true, _) => &mut self.demo,
             (false, Family::Llada) => &mut self.llada,
             (false, Family::Dream) => &mut self.dream,
+            (false, Family::Rnd1) => &mut self.rnd1,
         }
     }
 

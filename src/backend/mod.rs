@@ -44,10 +44,16 @@ pub enum Act {
     Head,
     /// The LM head's output, `[m, n_vocab]`.
     Logits,
+    /// A MoE router's logits, `[n, n_expert]`.
+    Router,
+    /// The rows of `H` one expert takes, `[rows, n_embd]`.
+    Picked,
+    /// The experts' weighted outputs summed per row, `[n, n_embd]`.
+    Moe,
 }
 
 impl Act {
-    pub const COUNT: usize = 12;
+    pub const COUNT: usize = 15;
 }
 
 /// The sizes of one pass.
@@ -86,7 +92,8 @@ pub trait Backend: Send {
     /// `X` = the embeddings of `tokens` (the window's), read from `table` in the mapped file.
     fn embed(&mut self, gguf: &GgufFile, table: &MatrixRef, tokens: &[u32]) -> Result<(), ModelError>;
 
-    /// `output = rms_norm(input) * weight` for `rows` rows.
+    /// `output = rms_norm(input) * weight` for `rows` rows of `weight.len()` values (the
+    /// per-head norms of q and k are `n_heads` such rows per position); `input` may be `output`.
     fn rms_norm(
         &mut self,
         input: Act,
@@ -133,11 +140,30 @@ pub trait Backend: Send {
     /// the window's fresh `K`/`V` in its rows.
     fn cache_assemble(&mut self, layer: usize, window: &Range<usize>, len: usize, kv: usize) -> Result<(), ModelError>;
 
+    /// `x[..n] = 0`.
+    fn zero(&mut self, x: Act, n: usize) -> Result<(), ModelError>;
+
+    /// The first `n` values of `x`, copied to the host into `out` (a MoE router's logits).
+    fn to_host(&mut self, x: Act, n: usize, out: &mut Vec<f32>) -> Result<(), ModelError>;
+
+    /// Row i of `dst` = row `rows[i]` of `src`, rows of `width` values.
+    fn gather_rows(&mut self, src: Act, rows: &[usize], width: usize, dst: Act) -> Result<(), ModelError>;
+
+    /// Row `rows[i]` of `dst` += `weights[i]` x row i of `src`, rows of `width` values.
+    fn scatter_add_rows(
+        &mut self,
+        src: Act,
+        rows: &[usize],
+        weights: &[f32],
+        width: usize,
+        dst: Act,
+    ) -> Result<(), ModelError>;
+
     /// The first `n` values of `Logits`, copied (or moved) into `out`.
     fn logits_to_host(&mut self, n: usize, out: &mut Vec<f32>) -> Result<(), ModelError>;
 
-    /// Whether `choose_rows` applies row rules where the logits are.
-    fn chooses_rows(&self) -> bool {
+    /// Whether `choose_rows` applies `rule` where the logits are.
+    fn chooses_rows(&self, _rule: &RowRule) -> bool {
         false
     }
 

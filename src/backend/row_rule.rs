@@ -25,11 +25,18 @@ pub enum RowRule {
     /// top-k filters, softmax; the first argmax at temperature 0, else a draw with one uniform
     /// number; then the alg's confidence.
     Dream { temperature: f32, top_p: Option<f32>, top_k: Option<usize>, confidence: RowConfidence },
+    /// RND1's `forward_scores`: logits divided by max(temperature, 1e-8), top-k then top-p
+    /// filters, log-softmax; the first argmax at temperature 0, else a draw with one uniform
+    /// number; the confidence is the entropy `-sum p ln p` of the filtered distribution.
+    Rnd1 { temperature: f32, top_k: Option<usize>, top_p: Option<f32> },
 }
 
 impl RowRule {
     /// Whether the rule draws one uniform number per row (given in row order).
     pub fn draws(&self) -> bool {
-        matches!(self, RowRule::Dream { temperature, .. } if *temperature > 0.0)
+        match self {
+            RowRule::LladaGreedy { .. } => false,
+            RowRule::Dream { temperature, .. } | RowRule::Rnd1 { temperature, .. } => *temperature > 0.0,
+        }
     }
 }

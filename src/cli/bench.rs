@@ -24,7 +24,7 @@ impl Defaults for Protocol {
             steps: 32,
             block_length: match family {
                 Family::Llada => 32,
-                Family::Dream => 128,
+                Family::Dream | Family::Rnd1 => 128,
             },
             temperature: 0.0,
             top_p: None,

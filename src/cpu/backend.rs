@@ -44,6 +44,8 @@ pub struct CpuBackend {
     attention: AttentionScratch,
     cache: KvCache,
     prepared: Prepared,
+    /// The output of a norm in place (q/k per head), swapped with the input's buffer after.
+    norm_out: Vec<f32>,
 }
 
 /// How the weights were made ready for the kernels at load.
@@ -81,6 +83,7 @@ impl CpuBackend {
             attention: AttentionScratch::default(),
             cache: KvCache::default(),
             prepared,
+            norm_out: Vec::new(),
         };
         Ok(Loaded { backend, config, weights })
     }
@@ -177,7 +180,11 @@ impl Backend for CpuBackend {
         let (n, d) = (shape.window.len(), c.n_embd);
         grow(&mut self.acts[Act::X as usize], n * d);
         grow(&mut self.acts[Act::H as usize], n * d.max(c.n_ff));
-        grow(&mut self.acts[Act::Att as usize], n * d);
+        grow(&mut self.acts[Act::Att as usize], n * d.max(c.q_dim()));
+        if c.moe.is_some() {
+            grow(&mut self.acts[Act::Moe as usize], n * d);
+            grow(&mut self.acts[Act::Picked as usize], n * d);
+        }
         self.positions.clear();
         self.positions.extend(shape.window.clone());
         self.rope.prepare(shape.len, c.rope_dims, c.rope_base);
@@ -200,6 +207,13 @@ impl Backend for CpuBackend {
         eps: f32,
     ) -> Result<(), ModelError> {
         let n = rows * weight.len();
+        if input == output {
+            let x = &mut self.acts[input as usize];
+            grow(&mut self.norm_out, x.len());
+            rms_norm(&x[..n], weight, eps, &mut self.norm_out[..n]);
+            x[..n].copy_from_slice(&self.norm_out[..n]);
+            return Ok(());
+        }
         let (x, out) = pair(&mut self.acts, input, output);
         rms_norm(&x[..n], weight, eps, &mut out[..n]);
         Ok(())
@@ -248,7 +262,7 @@ impl Backend for CpuBackend {
     }
 
     fn attention(&mut self, c: &ModelConfig, keys: Keys, rows: usize, n_keys: usize) -> Result<(), ModelError> {
-        let (d, kv) = (c.n_embd, c.n_head_kv * c.head_dim);
+        let (d, kv) = (c.q_dim(), c.kv_dim());
         let (k, v) = match keys {
             Keys::Fresh => (Act::K, Act::V),
             Keys::Assembled => (Act::AllK, Act::AllV),
@@ -298,6 +312,46 @@ impl Backend for CpuBackend {
         grow(all_v, len * kv);
         let fresh = (&k[..n], &v[..n]);
         self.cache.assemble(layer, window, kv, fresh, &mut all_k[..len * kv], &mut all_v[..len * kv]);
+        Ok(())
+    }
+
+    fn zero(&mut self, x: Act, n: usize) -> Result<(), ModelError> {
+        let x = &mut self.acts[x as usize];
+        grow(x, n);
+        x[..n].fill(0.0);
+        Ok(())
+    }
+
+    fn to_host(&mut self, x: Act, n: usize, out: &mut Vec<f32>) -> Result<(), ModelError> {
+        out.clear();
+        out.extend_from_slice(&self.acts[x as usize][..n]);
+        Ok(())
+    }
+
+    fn gather_rows(&mut self, src: Act, rows: &[usize], width: usize, dst: Act) -> Result<(), ModelError> {
+        let (src, dst) = pair(&mut self.acts, src, dst);
+        grow(dst, rows.len() * width);
+        for (&r, out) in rows.iter().zip(dst.chunks_exact_mut(width)) {
+            out.copy_from_slice(&src[r * width..(r + 1) * width]);
+        }
+        Ok(())
+    }
+
+    fn scatter_add_rows(
+        &mut self,
+        src: Act,
+        rows: &[usize],
+        weights: &[f32],
+        width: usize,
+        dst: Act,
+    ) -> Result<(), ModelError> {
+        let (src, dst) = pair(&mut self.acts, src, dst);
+        for ((&r, &w), row) in rows.iter().zip(weights).zip(src.chunks_exact(width)) {
+            for (o, v) in dst[r * width..(r + 1) * width].iter_mut().zip(row) {
+                // ggml multiplies each expert's output by its weight, then adds the products.
+                *o += v * w;
+            }
+        }
         Ok(())
     }
 

@@ -43,6 +43,11 @@ pub struct CudaBackend {
     /// Host staging for the window's embeddings and the LM head's row indices.
     host_x: Vec<f32>,
     host_rows: Vec<i32>,
+    /// A norm's output when it is its input's (q/k per head), copied back after.
+    norm_out: CudaSlice<f32>,
+    /// One MoE expert's rows and weights on the device.
+    expert_rows: CudaSlice<i32>,
+    expert_weights: CudaSlice<f32>,
 }
 
 impl CudaBackend {
@@ -53,7 +58,7 @@ impl CudaBackend {
         let w = Weights::locate(gguf, &c)?;
         let matrices: u64 = w.products().map(|m| upload_bytes(m) as u64).sum();
         let ctx = c.context_length.min(4096) as u64;
-        let (d, kv, ff) = (c.n_embd as u64, (c.n_head_kv * c.head_dim) as u64, c.n_ff as u64);
+        let (d, kv, ff) = (c.n_embd.max(c.q_dim()) as u64, c.kv_dim() as u64, c.n_ff as u64);
         let activations = ctx * (4 * d + 4 * kv + 3 * ff) * 4 + ctx * d.max(ff) * 2;
         let cache = c.n_layer as u64 * ctx * kv * 2 * 4;
         let logits = 1024 * c.n_vocab as u64 * 4;
@@ -109,6 +114,9 @@ impl CudaBackend {
             rope: RopeTable::default(),
             host_x: Vec::new(),
             host_rows: Vec::new(),
+            norm_out: empty()?,
+            expert_rows: stream.alloc_zeros::<i32>(1).map_err(CudaError::driver("allocating activations"))?,
+            expert_weights: empty()?,
             kernels,
             stream,
         };
@@ -122,6 +130,23 @@ impl CudaBackend {
     /// The kernels, for tests that check each against the CPU function it replaces.
     pub fn kernels(&self) -> (&Arc<CudaStream>, &Kernels) {
         (&self.stream, &self.kernels)
+    }
+
+    /// One expert's rows (and weights) to the device, for `gather_rows` / `scatter_add_rows`.
+    fn upload_expert_rows(&mut self, rows: &[usize], weights: Option<&[f32]>) -> Result<(), ModelError> {
+        self.host_rows.clear();
+        self.host_rows.extend(rows.iter().map(|&r| r as i32));
+        ensure(&self.stream, &mut self.expert_rows, rows.len().max(1))?;
+        self.stream
+            .memcpy_htod(&self.host_rows, &mut self.expert_rows.slice_mut(0..rows.len()))
+            .map_err(CudaError::driver("uploading an expert's rows"))?;
+        if let Some(weights) = weights {
+            ensure(&self.stream, &mut self.expert_weights, weights.len().max(1))?;
+            self.stream
+                .memcpy_htod(weights, &mut self.expert_weights.slice_mut(0..weights.len()))
+                .map_err(CudaError::driver("uploading an expert's weights"))?;
+        }
+        Ok(())
     }
 
     fn elementwise(&mut self, name: &str, x: Act, y: Act, n: usize) -> Result<(), ModelError> {
@@ -140,18 +165,23 @@ impl Backend for CudaBackend {
 
     fn begin_pass(&mut self, c: &ModelConfig, shape: &PassShape) -> Result<(), ModelError> {
         let (n, m) = (shape.window.len(), shape.head_rows);
-        let (d, kv, ff) = (c.n_embd, c.n_head_kv * c.head_dim, c.n_ff);
+        let (d, q, kv) = (c.n_embd, c.q_dim(), c.kv_dim());
+        let ff = c.moe.as_ref().map_or(c.n_ff, |moe| c.n_ff.max(moe.n_ff_exp));
+        let n_expert = c.moe.as_ref().map_or(0, |moe| moe.n_expert);
         for (act, size) in [
             (Act::X, n * d),
             (Act::H, n * d.max(ff)),
-            (Act::Q, n * d),
+            (Act::Q, n * q),
             (Act::K, n * kv),
             (Act::V, n * kv),
-            (Act::Att, n * d),
+            (Act::Att, n * d.max(q)),
             (Act::Gate, n * ff),
             (Act::Up, n * ff),
             (Act::Head, m.max(1) * d),
             (Act::Logits, m.max(1) * c.n_vocab),
+            (Act::Router, (n * n_expert).max(1)),
+            (Act::Picked, if n_expert > 0 { n * d } else { 1 }),
+            (Act::Moe, if n_expert > 0 { n * d } else { 1 }),
         ] {
             ensure(&self.stream, &mut self.acts[act as usize], size)?;
         }
@@ -189,6 +219,18 @@ impl Backend for CudaBackend {
         eps: f32,
     ) -> Result<(), ModelError> {
         let (d, null) = (weight.len() as i32, 0u64);
+        if input == output {
+            let n = rows * weight.len();
+            ensure(&self.stream, &mut self.norm_out, n)?;
+            let (x, out) = (&mut self.acts[input as usize], &mut self.norm_out);
+            launch(&self.stream, self.kernels.get("rms_norm"), cfg((rows as u32, 1), 256), |b| {
+                b.arg(&*x).arg(&null).arg(weight).arg(&mut *out).arg(&d).arg(&eps);
+            })?;
+            self.stream
+                .memcpy_dtod(&out.slice(0..n), &mut x.slice_mut(0..n))
+                .map_err(CudaError::driver("copying a norm back"))?;
+            return Ok(());
+        }
         let [x, out] = self.acts.get_disjoint_mut([input as usize, output as usize]).expect("two different roles");
         launch(&self.stream, self.kernels.get("rms_norm"), cfg((rows as u32, 1), 256), |b| {
             b.arg(&*x).arg(&null).arg(weight).arg(out).arg(&d).arg(&eps);
@@ -326,6 +368,58 @@ impl Backend for CudaBackend {
         Ok(())
     }
 
+    fn zero(&mut self, x: Act, n: usize) -> Result<(), ModelError> {
+        let x = &mut self.acts[x as usize];
+        ensure(&self.stream, x, n)?;
+        self.stream.memset_zeros(&mut x.slice_mut(0..n)).map_err(CudaError::driver("clearing a buffer"))?;
+        Ok(())
+    }
+
+    fn to_host(&mut self, x: Act, n: usize, out: &mut Vec<f32>) -> Result<(), ModelError> {
+        out.resize(n, 0.0);
+        self.stream
+            .memcpy_dtoh(&self.acts[x as usize].slice(0..n), &mut out[..])
+            .map_err(CudaError::driver("reading the router's logits back"))?;
+        self.stream.synchronize().map_err(CudaError::driver("reading the router's logits back"))?;
+        Ok(())
+    }
+
+    fn gather_rows(&mut self, src: Act, rows: &[usize], width: usize, dst: Act) -> Result<(), ModelError> {
+        self.upload_expert_rows(rows, None)?;
+        ensure(&self.stream, &mut self.acts[dst as usize], rows.len() * width)?;
+        let (n, w) = (rows.len() as i32, width as i32);
+        let [src, dst] = self.acts.get_disjoint_mut([src as usize, dst as usize]).expect("two different roles");
+        let idx = &self.expert_rows;
+        launch(
+            &self.stream,
+            self.kernels.get("gather_rows"),
+            cfg((blocks(width, 256), rows.len() as u32), 256),
+            |b| {
+                b.arg(&*src).arg(idx).arg(dst).arg(&n).arg(&w);
+            },
+        )?;
+        Ok(())
+    }
+
+    fn scatter_add_rows(
+        &mut self,
+        src: Act,
+        rows: &[usize],
+        weights: &[f32],
+        width: usize,
+        dst: Act,
+    ) -> Result<(), ModelError> {
+        self.upload_expert_rows(rows, Some(weights))?;
+        let (n, w) = (rows.len() as i32, width as i32);
+        let [src, dst] = self.acts.get_disjoint_mut([src as usize, dst as usize]).expect("two different roles");
+        let (idx, wts) = (&self.expert_rows, &self.expert_weights);
+        let grid = (blocks(width, 256), rows.len() as u32);
+        launch(&self.stream, self.kernels.get("scatter_add_rows"), cfg(grid, 256), |b| {
+            b.arg(&*src).arg(idx).arg(wts).arg(dst).arg(&n).arg(&w);
+        })?;
+        Ok(())
+    }
+
     fn logits_to_host(&mut self, n: usize, out: &mut Vec<f32>) -> Result<(), ModelError> {
         out.resize(n, 0.0);
         if n == 0 {
@@ -338,8 +432,9 @@ impl Backend for CudaBackend {
         Ok(())
     }
 
-    fn chooses_rows(&self) -> bool {
-        true
+    /// Every rule but RND1's, which runs on the host over the logits copied back.
+    fn chooses_rows(&self, rule: &RowRule) -> bool {
+        !matches!(rule, RowRule::Rnd1 { .. })
     }
 
     /// The rule runs in `choose_token`, one block per row, over the logits where the LM head

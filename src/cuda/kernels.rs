@@ -17,7 +17,7 @@ use super::CudaError;
 const COMMON: &str = include_str!("../../kernels/common.cuh");
 
 /// (file stem, source, kernels it defines).
-pub const KERNELS: [(&str, &str, &[&str]); 6] = [
+pub const KERNELS: [(&str, &str, &[&str]); 7] = [
     (
         "elementwise",
         include_str!("../../kernels/elementwise.cu"),
@@ -31,6 +31,7 @@ pub const KERNELS: [(&str, &str, &[&str]); 6] = [
     ),
     ("attention", include_str!("../../kernels/attention.cu"), &["attention_d32", "attention_d64", "attention_d128"]),
     ("rows", include_str!("../../kernels/rows.cu"), &["choose_token"]),
+    ("moe", include_str!("../../kernels/moe.cu"), &["gather_rows", "scatter_add_rows"]),
     ("peak", include_str!("../../kernels/peak.cu"), &["int8_mma_peak"]),
 ];
 

@@ -37,6 +37,7 @@ fn encode(rule: &RowRule) -> (i32, f32, f32, i32, i32) {
                 RowConfidence::NegEntropy => 2,
             },
         ),
+        RowRule::Rnd1 { .. } => unreachable!("RND1's rule runs on the host (CudaBackend::chooses_rows)"),
     }
 }
 

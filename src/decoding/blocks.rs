@@ -43,6 +43,7 @@ pub(super) fn run(
         // probabilities, with the threshold cast to f32.
         Family::Llada => t,
         Family::Dream => t as f32 as f64,
+        Family::Rnd1 => unreachable!("RND1's plan has no block sampler"),
     });
     // Upstream checks for a finished block after each cached step, not before it, so a
     // cached sampler always runs one step after the refresh, even one with nothing to commit.
@@ -104,6 +105,7 @@ fn step(d: &mut Denoiser, pass: &Pass, block: std::ops::Range<usize>, rule: Rule
             d.forward_pass(pass, &rows)?;
             choose_each(d, &positions, Precision::F64)
         }
+        (Family::Rnd1, _) => unreachable!("RND1's plan has no block sampler"),
     };
     let committed = match rule {
         Rule::Position(_) => candidates,

@@ -7,6 +7,7 @@ mod llada;
 mod param;
 mod params;
 mod plan;
+mod rnd1;
 mod row_choice;
 pub mod rows;
 
@@ -44,6 +45,8 @@ pub struct SpecialTokens {
     /// Every token that ends the answer (`tokenizer::SpecialIds::eog`, ascending): where early
     /// stopping and the answer's text end.
     pub end_of_generation: Arc<[u32]>,
+    /// The padding token (RND1's canvas ends with it).
+    pub pad: Option<u32>,
 }
 
 impl SpecialTokens {
@@ -52,7 +55,7 @@ impl SpecialTokens {
         let mut end: Vec<u32> = [eos, eot].into_iter().flatten().collect();
         end.sort_unstable();
         end.dedup();
-        SpecialTokens { mask, eos, eot, end_of_generation: end.into() }
+        SpecialTokens { mask, eos, eot, end_of_generation: end.into(), pad: None }
     }
 
     fn is_end(&self, id: u32) -> bool {
@@ -157,7 +160,7 @@ pub fn generate_planned(
     let mut d = Denoiser {
         model,
         params,
-        canvas: plan.initial_canvas(prompt, special.mask),
+        canvas: plan.initial_canvas(prompt, &special),
         special,
         prompt_len: prompt.len(),
         logits: Vec::new(),
@@ -183,6 +186,7 @@ pub fn generate_planned(
         }
         Schedule::Timesteps { steps, eps } => dream::run(&mut d, steps, eps)?,
         Schedule::Quota { steps, per_step, threshold } => dream::run_quota(&mut d, steps, per_step, threshold)?,
+        Schedule::Entropy { steps } => rnd1::run(&mut d, steps)?,
     }
     Ok(Generated {
         steps: d.steps_run,

@@ -81,9 +81,11 @@ pub struct ParamSpec {
     pub families: &'static [Family],
 }
 
+const ALL: &[Family] = &[Family::Llada, Family::Dream, Family::Rnd1];
 const BOTH: &[Family] = &[Family::Llada, Family::Dream];
 const LLADA: &[Family] = &[Family::Llada];
 const DREAM: &[Family] = &[Family::Dream];
+const DREAM_RND1: &[Family] = &[Family::Dream, Family::Rnd1];
 
 const REMASKING: &[&str] = &["low_confidence", "random"];
 const ALGS: &[&str] = &["origin", "maskgit_plus", "topk_margin", "entropy", "confidence_threshold"];
@@ -99,7 +101,7 @@ pub const PARAMS: &[ParamSpec] = &[
         help: "Tokens to generate: mask cells appended to the prompt",
         kind: Kind::Count { min: 1, max: 8192 },
         optional: false,
-        families: BOTH,
+        families: ALL,
     },
     ParamSpec {
         param: Param::Steps,
@@ -109,7 +111,7 @@ pub const PARAMS: &[ParamSpec] = &[
         help: "Denoising steps in all (LLaDA: across the blocks). Fewer commit more tokens per step: faster, usually worse",
         kind: Kind::Count { min: 1, max: 8192 },
         optional: false,
-        families: BOTH,
+        families: ALL,
     },
     ParamSpec {
         param: Param::BlockLength,
@@ -129,7 +131,7 @@ pub const PARAMS: &[ParamSpec] = &[
         help: "0 always picks the most likely token; higher values sample more freely",
         kind: Kind::Real { min: 0.0, max: 2.0, step: 0.01 },
         optional: false,
-        families: BOTH,
+        families: ALL,
     },
     ParamSpec {
         param: Param::Remasking,
@@ -159,7 +161,7 @@ pub const PARAMS: &[ParamSpec] = &[
         help: "Seed of every random choice: the same seed and settings give the same answer",
         kind: Kind::Count { min: 0, max: usize::MAX },
         optional: false,
-        families: BOTH,
+        families: ALL,
     },
     ParamSpec {
         param: Param::EarlyStop,
@@ -169,7 +171,7 @@ pub const PARAMS: &[ParamSpec] = &[
         help: "Stop as soon as the answer is complete and ends (the same text as running every step); the flag runs every step",
         kind: Kind::Switch { flag_sets: false },
         optional: false,
-        families: BOTH,
+        families: ALL,
     },
     ParamSpec {
         param: Param::Threshold,
@@ -239,7 +241,7 @@ pub const PARAMS: &[ParamSpec] = &[
         help: "Nucleus sampling: keep the most likely tokens whose probabilities sum to this",
         kind: Kind::Real { min: 0.01, max: 1.0, step: 0.01 },
         optional: true,
-        families: DREAM,
+        families: DREAM_RND1,
     },
     ParamSpec {
         param: Param::TopK,
@@ -249,7 +251,7 @@ pub const PARAMS: &[ParamSpec] = &[
         help: "Keep only the k most likely tokens",
         kind: Kind::Count { min: 1, max: 1_000_000 },
         optional: true,
-        families: DREAM,
+        families: DREAM_RND1,
     },
     ParamSpec {
         param: Param::Eps,

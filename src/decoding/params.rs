@@ -155,7 +155,8 @@ impl GenerateParams {
     /// Each family's official recommendation: LLaDA's README `generate(steps=128,
     /// gen_length=128, block_length=32, temperature=0, cfg_scale=0, remasking='low_confidence')`;
     /// Dream's README `diffusion_generate(max_new_tokens=512, steps=512, temperature=0.2,
-    /// top_p=0.95, alg="entropy", alg_temp=0)` with eps 1e-3.
+    /// top_p=0.95, alg="entropy", alg_temp=0)` with eps 1e-3; RND1's demo_rnd_generation.py
+    /// (`--num_steps 256 --max_new_tokens 256 --temperature 0.01 --seed 1234`, no top-k or top-p).
     pub fn defaults_for(family: Family) -> GenerateParams {
         let common = GenerateParams {
             gen_length: 128,
@@ -186,6 +187,14 @@ impl GenerateParams {
                 top_p: Some(0.95),
                 ..common
             },
+            Family::Rnd1 => GenerateParams {
+                gen_length: 256,
+                steps: 256,
+                block_length: 256,
+                temperature: 0.01,
+                seed: 1234,
+                ..common
+            },
         }
     }
 
@@ -195,7 +204,7 @@ impl GenerateParams {
         let official = GenerateParams::defaults_for(family);
         let block_length = match family {
             Family::Llada => 32,
-            Family::Dream => 64,
+            Family::Dream | Family::Rnd1 => 64,
         };
         GenerateParams { gen_length: 64, steps: 64, block_length, ..official }
     }

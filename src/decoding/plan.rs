@@ -4,7 +4,7 @@
 //! The engine builds it before a run starts; the front ends show it and compute none of it.
 
 use super::param::{Param, ParamError};
-use super::{DreamAlg, GenerateParams, KvCacheMode, Remasking};
+use super::{DreamAlg, GenerateParams, KvCacheMode, Remasking, SpecialTokens};
 use crate::model::Family;
 
 /// Which denoising loop runs, and its shape.
@@ -24,6 +24,9 @@ pub enum Schedule {
     /// Fast-dLLM's Dream quota sampler (`alg = confidence_threshold`): `gen_length / steps`
     /// positions a step are candidates, the first and those reaching `threshold` committed.
     Quota { steps: usize, per_step: usize, threshold: f64 },
+    /// RND1's `diffusion_sample()`: at step s of `steps` (counting down), all but the
+    /// `masked x s / steps` highest-entropy maskable positions are committed.
+    Entropy { steps: usize },
 }
 
 /// How the positions a step commits are chosen among the masked ones.
@@ -34,6 +37,8 @@ pub enum Commit {
     Llada(Remasking),
     /// Dream: by the alg's confidence, drawn at `alg_temp` when above 0.
     Dream { alg: DreamAlg, alg_temp: f32 },
+    /// RND1: every maskable position but the highest-entropy ones the schedule keeps masked.
+    KeepHighEntropy,
 }
 
 /// How a position's token is chosen from its logits.
@@ -78,9 +83,18 @@ impl DecodingPlan {
         &self.params
     }
 
-    /// The canvas the run starts from: the prompt, then a mask for each generated position.
-    pub fn initial_canvas(&self, prompt: &[u32], mask: u32) -> Vec<u32> {
-        prompt.iter().copied().chain(std::iter::repeat_n(mask, self.gen_length)).collect()
+    /// The canvas the run starts from: the prompt, then a mask for each generated position;
+    /// for RND1 the last of them is the pad token instead (`diffusion_sample` reserves it for
+    /// an end-of-sequence token and fills it with `pad_token_id`, 0 when there is none).
+    pub fn initial_canvas(&self, prompt: &[u32], special: &SpecialTokens) -> Vec<u32> {
+        let mut canvas: Vec<u32> =
+            prompt.iter().copied().chain(std::iter::repeat_n(special.mask, self.gen_length)).collect();
+        if matches!(self.schedule, Schedule::Entropy { .. })
+            && let Some(last) = canvas.last_mut()
+        {
+            *last = special.pad.unwrap_or(0);
+        }
+        canvas
     }
 }
 
@@ -128,8 +142,8 @@ impl GenerateParams {
         }
         let token = TokenChoice {
             temperature: self.temperature,
-            top_p: self.top_p.filter(|_| family == Family::Dream),
-            top_k: self.top_k.filter(|_| family == Family::Dream),
+            top_p: self.top_p.filter(|_| family != Family::Llada),
+            top_k: self.top_k.filter(|_| family != Family::Llada),
             logits_eos_inf: self.logits_eos_inf && family == Family::Llada,
             confidence_eos_eot_inf: self.confidence_eos_eot_inf && family == Family::Llada,
         };
@@ -218,9 +232,23 @@ impl GenerateParams {
                 };
                 (schedule, Commit::Dream { alg: self.alg, alg_temp: self.alg_temp }, None)
             }
+            Family::Rnd1 => {
+                if self.gen_length < 2 {
+                    return err(
+                        Param::GenLength,
+                        "must be at least 2 for RND1 (its sampler keeps the last position for the end of the sequence)"
+                            .into(),
+                    );
+                }
+                if self.threshold.is_some() || self.cache != KvCacheMode::None {
+                    let param = if self.threshold.is_some() { Param::Threshold } else { Param::Cache };
+                    return err(param, "RND1's sampler has no threshold decoding or K/V cache".into());
+                }
+                (Schedule::Entropy { steps: self.steps }, Commit::KeepHighEntropy, None)
+            }
         };
         let max_steps = match &schedule {
-            Schedule::Blocks { .. } | Schedule::Timesteps { .. } => self.steps,
+            Schedule::Blocks { .. } | Schedule::Timesteps { .. } | Schedule::Entropy { .. } => self.steps,
             Schedule::CachedBlocks { blocks, steps_per_block, threshold, .. } => {
                 // A cached block (and each of Dream's) runs one step after its refresh even
                 // with nothing left to commit (`decoding::blocks`).
@@ -234,6 +262,7 @@ impl GenerateParams {
             // Rejections at the last scheduled step extend it; every step commits one at least.
             Schedule::Quota { steps, .. } => self.gen_length.max(*steps),
         };
+        // RND1's run ends sooner when no maskable position is left.
         let fixed_steps = matches!(schedule, Schedule::Blocks { .. } | Schedule::Timesteps { .. })
             || matches!(schedule, Schedule::CachedBlocks { threshold: None, .. });
         Ok(DecodingPlan {

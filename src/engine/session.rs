@@ -14,7 +14,7 @@ use crate::cuda::{Device, DeviceRequest, GpuInfo, choose, probe};
 use crate::decoding::{DecodingPlan, GenerateParams, Generated, SpecialTokens, answer_ids, generate_planned};
 use crate::forward::{CpuModel, CudaModel, Forward};
 use crate::gguf::GgufFile;
-use crate::model::{ModelConfig, ModelError, Preparation};
+use crate::model::{Family, ModelConfig, ModelError, Preparation};
 use crate::summary::Summary;
 use crate::tokenizer::{EncodeOptions, Tokenizer};
 
@@ -204,6 +204,7 @@ impl Session {
             eos: tokenizer.special.eos,
             eot: tokenizer.special.eot,
             end_of_generation: tokenizer.special.eog.as_slice().into(),
+            pad: tokenizer.special.pad,
         };
         let threads = options.threads.unwrap_or_else(num_cpus::get_physical).max(1);
         let pool = rayon::ThreadPoolBuilder::new()
@@ -272,6 +273,16 @@ impl Session {
         match prompt {
             Prompt::Ids(ids) => Ok(ids.clone()),
             Prompt::Raw(text) => Ok(tk.encode(text, with_bos)?),
+            // RND1 is a base model: its repository's demo (task mode) asks as
+            // "Question: ...\nAnswer:", whatever template the file carries.
+            Prompt::Chat(text) if self.info.config.family == Family::Rnd1 => {
+                let asked = if text.trim_start().starts_with("Question:") {
+                    text.clone()
+                } else {
+                    format!("Question: {text}\nAnswer:")
+                };
+                Ok(tk.encode(&asked, with_bos)?)
+            }
             Prompt::Chat(text) => {
                 let Some(template) = &self.info.chat_template else {
                     return Ok(tk.encode(text, with_bos)?);
@@ -320,7 +331,7 @@ impl Session {
             return Err(ModelError::TokenOutOfRange { id, n_vocab: c.n_vocab }.into());
         }
         let (events, rx) = channel();
-        let initial = plan.initial_canvas(&prompt, self.info.special.mask);
+        let initial = plan.initial_canvas(&prompt, &self.info.special);
         let _ = events.send(Event::Started(Started { plan: plan.clone(), initial }));
         let cancel = Arc::new(AtomicBool::new(false));
         let notify = Arc::new(notify);

@@ -1,12 +1,14 @@
-//! The LLaDA/Dream backbone's forward pass, once for every backend: the layer loop, the pass
-//! kinds (full, fill the K/V cache, a window against it) and the cache's bookkeeping.
+//! The backbone's forward pass, once for every backend and architecture: the layer loop (dense
+//! or mixture-of-experts FFN, optional q/k norms), the pass kinds (full, fill the K/V cache, a
+//! window against it) and the cache's bookkeeping.
 
 use std::sync::Arc;
 
+use super::routing::Routes;
 use super::{Forward, Pass, check_pass};
 use crate::backend::{Act, Backend, Keys, PassShape, RowRule};
 use crate::gguf::GgufFile;
-use crate::model::weights::Weights;
+use crate::model::weights::{Expert, Ffn, Weights};
 use crate::model::{ModelConfig, ModelError};
 
 /// A model on a backend: its weights in the backend's form, and the backend's buffers.
@@ -19,11 +21,23 @@ pub struct Transformer<B: Backend> {
     cached_len: usize,
     /// The LM head's rows within the window, reused between passes.
     head_rows: Vec<usize>,
+    /// A MoE layer's router logits on the host, and the rows each expert takes.
+    router_logits: Vec<f32>,
+    routes: Routes,
 }
 
 impl<B: Backend> Transformer<B> {
     pub fn new(gguf: Arc<GgufFile>, config: ModelConfig, weights: Weights<B::Matrix, B::Vector>, backend: B) -> Self {
-        Transformer { gguf, config, weights, backend, cached_len: 0, head_rows: Vec::new() }
+        Transformer {
+            gguf,
+            config,
+            weights,
+            backend,
+            cached_len: 0,
+            head_rows: Vec::new(),
+            router_logits: Vec::new(),
+            routes: Routes::default(),
+        }
     }
 
     pub fn gguf(&self) -> &Arc<GgufFile> {
@@ -40,7 +54,8 @@ impl<B: Backend> Transformer<B> {
 
     /// Runs a pass up to the LM head, whose output for `rows` the backend holds in `Logits`.
     fn run(&mut self, tokens: &[u32], pass: &Pass, rows: &[usize]) -> Result<(), ModelError> {
-        let Transformer { gguf, config: c, weights: w, backend: b, cached_len, head_rows } = self;
+        let Transformer { gguf, config: c, weights: w, backend: b, cached_len, head_rows, router_logits, routes } =
+            self;
         let window = check_pass(c, tokens, pass, rows)?;
         let len = tokens.len();
         match pass {
@@ -53,7 +68,7 @@ impl<B: Backend> Transformer<B> {
         }
         // Every per-position operation runs on the window's n rows only.
         let (n, m) = (window.len(), rows.len());
-        let (d, kv, eps) = (c.n_embd, c.n_head_kv * c.head_dim, c.rms_eps);
+        let (d, kv, eps) = (c.n_embd, c.kv_dim(), c.rms_eps);
         b.begin_pass(c, &PassShape { len, window: window.clone(), head_rows: m })?;
         b.embed(gguf, &w.token_embd, &tokens[window.clone()])?;
         for (l, layer) in w.layers.iter().enumerate() {
@@ -65,6 +80,13 @@ impl<B: Backend> Transformer<B> {
                 if let Some(bias) = bias {
                     b.add_bias(x, bias, n)?;
                 }
+            }
+            // LLaDA-MoE and RND1 normalize each head of q and k before RoPE.
+            if let Some(q_norm) = &layer.q_norm {
+                b.rms_norm(Act::Q, q_norm, Act::Q, n * c.n_head, eps)?;
+            }
+            if let Some(k_norm) = &layer.k_norm {
+                b.rms_norm(Act::K, k_norm, Act::K, n * c.n_head_kv, eps)?;
             }
             b.rope(c, Act::Q, n, c.n_head, window.start)?;
             b.rope(c, Act::K, n, c.n_head_kv, window.start)?;
@@ -83,11 +105,30 @@ impl<B: Backend> Transformer<B> {
             b.linear(&layer.wo, Act::Att, Act::H, n, false)?;
             b.add_into(Act::X, Act::H, n * d)?;
             b.rms_norm(Act::X, &layer.ffn_norm, Act::H, n, eps)?;
-            b.linear(&layer.gate, Act::H, Act::Gate, n, false)?;
-            b.linear(&layer.up, Act::H, Act::Up, n, true)?;
-            b.swiglu(n * c.n_ff)?;
-            b.linear(&layer.down, Act::Gate, Act::H, n, false)?;
-            b.add_into(Act::X, Act::H, n * d)?;
+            match &layer.ffn {
+                Ffn::Dense(ffn) => {
+                    swiglu_ffn(b, ffn, Act::H, n, c.n_ff, Act::H)?;
+                    b.add_into(Act::X, Act::H, n * d)?;
+                }
+                Ffn::Moe { router, experts } => {
+                    let m = c.moe.as_ref().expect("a file with expert tensors has a MoE config");
+                    b.linear(router, Act::H, Act::Router, n, false)?;
+                    b.to_host(Act::Router, n * m.n_expert, router_logits)?;
+                    routes.plan(router_logits, n, m);
+                    b.zero(Act::Moe, n * d)?;
+                    // Each expert once, over every row that chose it.
+                    for (e, expert) in experts.iter().enumerate() {
+                        let (rows, weights) = routes.of(e);
+                        if rows.is_empty() {
+                            continue;
+                        }
+                        b.gather_rows(Act::H, rows, d, Act::Picked)?;
+                        swiglu_ffn(b, expert, Act::Picked, rows.len(), m.n_ff_exp, Act::Att)?;
+                        b.scatter_add_rows(Act::Att, rows, weights, d, Act::Moe)?;
+                    }
+                    b.add_into(Act::X, Act::Moe, n * d)?;
+                }
+            }
         }
         // Final norm and LM head only for the requested rows.
         if m == 0 {
@@ -98,6 +139,21 @@ impl<B: Backend> Transformer<B> {
         b.rms_norm_rows(head_rows, &w.output_norm, eps)?;
         b.linear(&w.output, Act::Head, Act::Logits, m, false)
     }
+}
+
+/// `output = down(silu(gate(input)) * up(input))` for `rows` rows, `ff` the hidden width.
+fn swiglu_ffn<B: Backend>(
+    b: &mut B,
+    ffn: &Expert<B::Matrix>,
+    input: Act,
+    rows: usize,
+    ff: usize,
+    output: Act,
+) -> Result<(), ModelError> {
+    b.linear(&ffn.gate, input, Act::Gate, rows, false)?;
+    b.linear(&ffn.up, input, Act::Up, rows, true)?;
+    b.swiglu(rows * ff)?;
+    b.linear(&ffn.down, Act::Gate, output, rows, false)
 }
 
 impl<B: Backend> Forward for Transformer<B> {
@@ -125,7 +181,7 @@ impl<B: Backend> Forward for Transformer<B> {
         uniforms: &[f64],
         out: &mut Vec<(u32, f64)>,
     ) -> Result<bool, ModelError> {
-        if !self.backend.chooses_rows() {
+        if !self.backend.chooses_rows(rule) {
             return Ok(false);
         }
         self.run(tokens, pass, rows)?;
@@ -203,6 +259,42 @@ mod tests {
             self.calls.push(format!("assemble {l} {w:?} {len}x{kv}"));
             Ok(())
         }
+        fn zero(&mut self, x: Act, n: usize) -> Result<(), ModelError> {
+            self.calls.push(format!("zero {x:?} {n}"));
+            Ok(())
+        }
+        /// Router logits that send row r to experts r % 4 (first) and (r + 1) % 4.
+        fn to_host(&mut self, x: Act, n: usize, out: &mut Vec<f32>) -> Result<(), ModelError> {
+            self.calls.push(format!("to host {x:?} {n}"));
+            out.clear();
+            out.extend((0..n).map(|i| {
+                let (r, e) = (i / 4, i % 4);
+                if e == r % 4 {
+                    2.0
+                } else if e == (r + 1) % 4 {
+                    1.0
+                } else {
+                    0.0
+                }
+            }));
+            Ok(())
+        }
+        fn gather_rows(&mut self, src: Act, rows: &[usize], width: usize, dst: Act) -> Result<(), ModelError> {
+            self.calls.push(format!("gather {src:?}{rows:?}->{dst:?} {width}"));
+            Ok(())
+        }
+        fn scatter_add_rows(
+            &mut self,
+            src: Act,
+            rows: &[usize],
+            w: &[f32],
+            width: usize,
+            dst: Act,
+        ) -> Result<(), ModelError> {
+            assert_eq!(rows.len(), w.len());
+            self.calls.push(format!("scatter {src:?}->{dst:?}{rows:?} {width}"));
+            Ok(())
+        }
         fn logits_to_host(&mut self, n: usize, out: &mut Vec<f32>) -> Result<(), ModelError> {
             self.calls.push(format!("logits {n}"));
             out.resize(n, 0.0);
@@ -215,6 +307,7 @@ mod tests {
         let gguf = Arc::new(GgufFile::open(std::path::Path::new(path)).unwrap());
         let config = ModelConfig {
             family: Family::Dream,
+            architecture: "dream".into(),
             n_vocab: 10,
             n_embd: 8,
             n_layer: 2,
@@ -228,6 +321,7 @@ mod tests {
             rope_style: RopeStyle::Halves,
             rms_eps: 1e-6,
             shift_logits: true,
+            moe: None,
         };
         let layer = |bias| Layer {
             attn_norm: "attn_norm",
@@ -238,10 +332,10 @@ mod tests {
             bq: bias,
             bk: None,
             bv: None,
+            q_norm: None,
+            k_norm: None,
             ffn_norm: "ffn_norm",
-            gate: "gate",
-            up: "up",
-            down: "down",
+            ffn: Ffn::Dense(Expert { gate: "gate", up: "up", down: "down" }),
         };
         let table = MatrixRef { ty: crate::quant::GgmlType::F32, n_in: 8, n_out: 10, offset: 0, n_bytes: 320 };
         let weights = Weights {
@@ -290,6 +384,49 @@ mod tests {
         m.forward_pass(tokens, pass, rows, &mut logits)?;
         assert_eq!(logits.len(), rows.len() * 10);
         Ok(std::mem::take(&mut m.backend_mut().calls))
+    }
+
+    /// A MoE layer on the recorder: q/k norms per head before RoPE, then the router's logits to
+    /// the host, and each chosen expert once over its rows (the recorder's router sends row r
+    /// to experts r % 4 and r + 1 % 4), its outputs added back to those rows.
+    #[test]
+    fn a_moe_layer_norms_q_and_k_and_runs_each_expert_once_over_its_rows() {
+        let mut m = model();
+        m.config.moe = Some(crate::model::MoeConfig {
+            n_expert: 4,
+            n_expert_used: 2,
+            n_ff_exp: 6,
+            normalize_weights: true,
+            weights_scale: 0.0,
+        });
+        let names = ["e0", "e1", "e2", "e3"];
+        for layer in &mut m.weights.layers {
+            layer.q_norm = Some("q_norm");
+            layer.k_norm = Some("k_norm");
+            layer.ffn = Ffn::Moe {
+                router: "router",
+                experts: names.iter().map(|&e| Expert { gate: e, up: e, down: e }).collect(),
+            };
+        }
+        let calls = run(&mut m, &[1, 2, 3], &Pass::Full, &[0]).unwrap();
+        let at = |c: &str| calls.iter().position(|x| x == c).unwrap_or_else(|| panic!("no call {c}: {calls:#?}"));
+        assert!(at("norm q_norm Q->Q 6") < at("rope Q 3 x 2 from 0"), "q normed per head (3 rows x 2 heads) first");
+        assert!(at("norm k_norm K->K 3") < at("rope K 3 x 1 from 0"));
+        let first = at("linear router H->Router 3");
+        let mut want = vec!["linear router H->Router 3".to_string(), "to host Router 12".into(), "zero Moe 24".into()];
+        for (e, rows) in [("e0", vec![0]), ("e1", vec![0, 1]), ("e2", vec![1, 2]), ("e3", vec![2])] {
+            let n = rows.len();
+            want.extend([
+                format!("gather H{rows:?}->Picked 8"),
+                format!("linear {e} Picked->Gate {n}"),
+                format!("linear {e} Picked->Up {n} same input"),
+                format!("swiglu {}", n * 6),
+                format!("linear {e} Gate->Att {n}"),
+                format!("scatter Att->Moe{rows:?} 8"),
+            ]);
+        }
+        want.push("add Moe->X 24".into());
+        assert_eq!(calls[first..first + want.len()], want[..]);
     }
 
     #[test]

@@ -1,4 +1,4 @@
-//! The diffusion LM backbone shared by LLaDA and Dream as a GGUF file describes it: its
+//! The diffusion LM backbone shared by LLaDA, Dream, LLaDA-MoE and RND1 as a GGUF file describes it: its
 //! hyperparameters, its tensors, RoPE, and the errors of a file that does not fit. What computes
 //! with it is `forward` over a backend (`cpu`, `cuda`).
 
@@ -7,7 +7,7 @@ mod preparation;
 pub mod rope;
 pub mod weights;
 
-pub use config::{Family, ModelConfig, RopeStyle};
+pub use config::{Family, ModelConfig, MoeConfig, RopeStyle};
 pub use preparation::Preparation;
 
 use crate::quant::GgmlType;
@@ -16,7 +16,9 @@ use crate::quant::GgmlType;
 pub enum ModelError {
     #[error(transparent)]
     Gguf(#[from] crate::gguf::GgufError),
-    #[error("{file}: architecture '{arch}' is not supported (dllm runs 'llada' and 'dream' GGUFs)")]
+    #[error(
+        "{file}: architecture '{arch}' is not supported (dllm runs 'llada', 'dream', 'llada-moe' and 'rnd1' GGUFs)"
+    )]
     UnsupportedArchitecture { file: String, arch: String },
     #[error("{file}: metadata key '{key}' is missing; the file is not a complete model")]
     MissingKey { file: String, key: String },
@@ -27,7 +29,7 @@ pub enum ModelError {
     #[error("{file}: tensor '{tensor}' has shape {found:?}, expected {expected:?}")]
     ShapeMismatch { file: String, tensor: String, expected: Vec<usize>, found: Vec<usize> },
     #[error(
-        "{file}: tensor '{tensor}' uses type {ty}, which dllm does not support yet; pick a file quantized as Q4_K_M, Q5_K_M, Q6_K, Q8_0 or F16"
+        "{file}: tensor '{tensor}' uses type {ty}, which dllm does not support yet (it runs every llama.cpp weight type but TQ1_0, TQ2_0 and MXFP4); pick another quantization of the model"
     )]
     UnsupportedType { file: String, tensor: String, ty: GgmlType },
     #[error("{file}: tensor '{tensor}': {what}")]

@@ -1,4 +1,4 @@
-//! The tensors of the LLaDA/Dream backbone, located in the GGUF file and checked once at load:
+//! The tensors of the backbone (LLaDA, Dream, LLaDA-MoE, RND1), located in the GGUF file and checked once at load:
 //! present, of a supported type, of the expected shape. Matrices stay in the memory map;
 //! small vectors (norm weights, biases) are dequantized to f32. A backend maps these to its own
 //! forms (packed for the CPU kernels, uploaded to a GPU) with `Weights::try_map`.
@@ -52,10 +52,54 @@ pub struct Layer<M = MatrixRef, V = Vec<f32>> {
     pub bq: Option<V>,
     pub bk: Option<V>,
     pub bv: Option<V>,
+    /// Per-head RMSNorm weights of q and k, applied before RoPE (LLaDA-MoE, RND1).
+    pub q_norm: Option<V>,
+    pub k_norm: Option<V>,
     pub ffn_norm: V,
+    pub ffn: Ffn<M>,
+}
+
+/// A block's feed-forward network: one SwiGLU, or experts chosen per row by a router.
+pub enum Ffn<M = MatrixRef> {
+    Dense(Expert<M>),
+    Moe {
+        /// `ffn_gate_inp`: the router's logits, one per expert.
+        router: M,
+        experts: Vec<Expert<M>>,
+    },
+}
+
+/// `down(silu(gate(x)) * up(x))`.
+pub struct Expert<M = MatrixRef> {
     pub gate: M,
     pub up: M,
     pub down: M,
+}
+
+impl<M> Ffn<M> {
+    /// The FFN's matrices in the order a pass multiplies with them (the router first).
+    fn matrices(&self) -> Vec<&M> {
+        match self {
+            Ffn::Dense(e) => vec![&e.gate, &e.up, &e.down],
+            Ffn::Moe { router, experts } => {
+                std::iter::once(router).chain(experts.iter().flat_map(|e| [&e.gate, &e.up, &e.down])).collect()
+            }
+        }
+    }
+
+    /// This FFN with each matrix mapped, in `matrices` order.
+    fn try_map<M2, E>(&self, matrix: &mut impl FnMut(&M) -> Result<M2, E>) -> Result<Ffn<M2>, E> {
+        fn expert<M, M2, E>(e: &Expert<M>, matrix: &mut impl FnMut(&M) -> Result<M2, E>) -> Result<Expert<M2>, E> {
+            Ok(Expert { gate: matrix(&e.gate)?, up: matrix(&e.up)?, down: matrix(&e.down)? })
+        }
+        Ok(match self {
+            Ffn::Dense(e) => Ffn::Dense(expert(e, matrix)?),
+            Ffn::Moe { router, experts } => {
+                let router = matrix(router)?;
+                Ffn::Moe { router, experts: experts.iter().map(|e| expert(e, matrix)).collect::<Result<_, _>>()? }
+            }
+        })
+    }
 }
 
 pub struct Weights<M = MatrixRef, V = Vec<f32>> {
@@ -69,8 +113,8 @@ pub struct Weights<M = MatrixRef, V = Vec<f32>> {
 
 impl<M, V> Layer<M, V> {
     /// The block's matrices in the order every pass multiplies with them.
-    pub fn matrices(&self) -> [&M; 7] {
-        [&self.wq, &self.wk, &self.wv, &self.wo, &self.gate, &self.up, &self.down]
+    pub fn matrices(&self) -> Vec<&M> {
+        [&self.wq, &self.wk, &self.wv, &self.wo].into_iter().chain(self.ffn.matrices()).collect()
     }
 
     /// This block with each matrix and vector mapped; matrices are visited in `matrices` order.
@@ -81,19 +125,20 @@ impl<M, V> Layer<M, V> {
     ) -> Result<Layer<M2, V2>, E> {
         let mut optional = |v: &Option<V>| v.as_ref().map(&mut *vector).transpose();
         let (bq, bk, bv) = (optional(&self.bq)?, optional(&self.bk)?, optional(&self.bv)?);
+        let (q_norm, k_norm) = (optional(&self.q_norm)?, optional(&self.k_norm)?);
         Ok(Layer {
             wq: matrix(&self.wq)?,
             wk: matrix(&self.wk)?,
             wv: matrix(&self.wv)?,
             wo: matrix(&self.wo)?,
-            gate: matrix(&self.gate)?,
-            up: matrix(&self.up)?,
-            down: matrix(&self.down)?,
+            ffn: self.ffn.try_map(matrix)?,
             attn_norm: vector(&self.attn_norm)?,
             ffn_norm: vector(&self.ffn_norm)?,
             bq,
             bk,
             bv,
+            q_norm,
+            k_norm,
         })
     }
 }
@@ -172,7 +217,18 @@ impl Weights {
             Some(_) => vector(name, n).map(Some),
             None => Ok(None),
         };
-        let (d, kv) = (c.n_embd, c.n_head_kv * c.head_dim);
+        let (d, q_dim, kv) = (c.n_embd, c.q_dim(), c.kv_dim());
+        // A 3-D tensor [n_in, n_out, n]: n matrices one after the other.
+        let stacked = |name: &str, n_in: usize, n_out: usize, n: usize| -> Result<Vec<MatrixRef>, ModelError> {
+            let t = find(name)?;
+            check_type(t)?;
+            if t.dims != [n_in as u64, n_out as u64, n as u64] {
+                return Err(shape_err(t, vec![n_in, n_out, n]));
+            }
+            let all =
+                MatrixRef { ty: t.ty, n_in, n_out: n_out * n, offset: t.offset as usize, n_bytes: t.n_bytes as usize };
+            Ok((0..n).map(|e| all.rows(e * n_out, n_out)).collect())
+        };
         let token_embd = matrix("token_embd.weight", d, c.n_vocab)?;
         let mut layers = Vec::with_capacity(c.n_layer);
         for i in 0..c.n_layer {
@@ -182,40 +238,64 @@ impl Weights {
             // own dot product, so the three row ranges are the three matrices, number for number.
             let ((wq, wk, wv), (bq, bk, bv)) = match gguf.tensor(&n("attn_qkv.weight")) {
                 Some(_) => {
-                    let qkv = matrix(&n("attn_qkv.weight"), d, d + 2 * kv)?;
-                    let bias = optional_vector(&n("attn_qkv.bias"), d + 2 * kv)?;
+                    let qkv = matrix(&n("attn_qkv.weight"), d, q_dim + 2 * kv)?;
+                    let bias = optional_vector(&n("attn_qkv.bias"), q_dim + 2 * kv)?;
                     let bias_part = |r: std::ops::Range<usize>| bias.as_ref().map(|b| b[r].to_vec());
                     (
-                        (qkv.rows(0, d), qkv.rows(d, kv), qkv.rows(d + kv, kv)),
-                        (bias_part(0..d), bias_part(d..d + kv), bias_part(d + kv..d + 2 * kv)),
+                        (qkv.rows(0, q_dim), qkv.rows(q_dim, kv), qkv.rows(q_dim + kv, kv)),
+                        (bias_part(0..q_dim), bias_part(q_dim..q_dim + kv), bias_part(q_dim + kv..q_dim + 2 * kv)),
                     )
                 }
                 None => (
                     (
-                        matrix(&n("attn_q.weight"), d, d)?,
+                        matrix(&n("attn_q.weight"), d, q_dim)?,
                         matrix(&n("attn_k.weight"), d, kv)?,
                         matrix(&n("attn_v.weight"), d, kv)?,
                     ),
                     (
-                        optional_vector(&n("attn_q.bias"), d)?,
+                        optional_vector(&n("attn_q.bias"), q_dim)?,
                         optional_vector(&n("attn_k.bias"), kv)?,
                         optional_vector(&n("attn_v.bias"), kv)?,
                     ),
                 ),
+            };
+            // The MoE FFN (llama.cpp's `llama_model_llada_moe` / `llama_model_rnd1` tensors):
+            // the router [d, n_expert], the experts' gate and up [d, n_ff_exp, n_expert] and down
+            // [n_ff_exp, d, n_expert].
+            let ffn = match &c.moe {
+                None => Ffn::Dense(Expert {
+                    gate: matrix(&n("ffn_gate.weight"), d, c.n_ff)?,
+                    up: matrix(&n("ffn_up.weight"), d, c.n_ff)?,
+                    down: matrix(&n("ffn_down.weight"), c.n_ff, d)?,
+                }),
+                Some(m) => {
+                    let gates = stacked(&n("ffn_gate_exps.weight"), d, m.n_ff_exp, m.n_expert)?;
+                    let ups = stacked(&n("ffn_up_exps.weight"), d, m.n_ff_exp, m.n_expert)?;
+                    let downs = stacked(&n("ffn_down_exps.weight"), m.n_ff_exp, d, m.n_expert)?;
+                    Ffn::Moe {
+                        router: matrix(&n("ffn_gate_inp.weight"), d, m.n_expert)?,
+                        experts: gates
+                            .into_iter()
+                            .zip(ups)
+                            .zip(downs)
+                            .map(|((gate, up), down)| Expert { gate, up, down })
+                            .collect(),
+                    }
+                }
             };
             layers.push(Layer {
                 attn_norm: vector(&n("attn_norm.weight"), d)?,
                 wq,
                 wk,
                 wv,
-                wo: matrix(&n("attn_output.weight"), d, d)?,
+                wo: matrix(&n("attn_output.weight"), q_dim, d)?,
                 bq,
                 bk,
                 bv,
+                q_norm: optional_vector(&n("attn_q_norm.weight"), c.head_dim)?,
+                k_norm: optional_vector(&n("attn_k_norm.weight"), c.head_dim)?,
                 ffn_norm: vector(&n("ffn_norm.weight"), d)?,
-                gate: matrix(&n("ffn_gate.weight"), d, c.n_ff)?,
-                up: matrix(&n("ffn_up.weight"), d, c.n_ff)?,
-                down: matrix(&n("ffn_down.weight"), c.n_ff, d)?,
+                ffn,
             });
         }
         let output = match gguf.tensor("output.weight") {

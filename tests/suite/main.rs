@@ -18,6 +18,7 @@ mod gguf_corrupt;
 mod hub;
 mod kernels;
 mod logits;
+mod moe;
 mod pack_cache;
 mod sampler_options;
 mod session;

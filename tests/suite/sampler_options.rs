@@ -1,6 +1,6 @@
 //! The sampler options the recorded traces do not cover, checked on a scripted model whose
 //! logits are known: classifier-free guidance, logits_eos_inf, confidence_eos_eot_inf,
-//! random remasking, Dream's shifted logits, origin, and top-k sampling.
+//! random remasking, Dream's shifted logits, origin, top-k sampling, and RND1's sampler.
 
 use dllm::decoding::{DreamAlg, GenerateParams, Remasking, SpecialTokens, generate};
 use dllm::forward::{Forward, Pass};
@@ -22,6 +22,7 @@ impl<F: Fn(&[u32], usize) -> [f32; N_VOCAB] + Send> Scripted<F> {
     fn new(family: Family, logits: F) -> Self {
         let config = ModelConfig {
             family,
+            architecture: family.name().into(),
             n_vocab: N_VOCAB,
             n_embd: 4,
             n_layer: 1,
@@ -34,7 +35,8 @@ impl<F: Fn(&[u32], usize) -> [f32; N_VOCAB] + Send> Scripted<F> {
             rope_dims: 4,
             rope_style: RopeStyle::Halves,
             rms_eps: 1e-6,
-            shift_logits: family == Family::Dream,
+            shift_logits: family != Family::Llada,
+            moe: None,
         };
         Scripted { config, logits, forwards: 0 }
     }
@@ -196,4 +198,44 @@ fn dream_top_k_one_samples_the_argmax() {
     }
     // After top-k 1 the kept token has probability 1.
     assert!(commits.iter().flatten().all(|&(_, c)| c.abs() < 1e-6), "the entropy of a certain token is 0");
+}
+
+/// RND1's `diffusion_sample`: the canvas ends with the pad token; at step s of 3 (counting
+/// down) the trunc(5 x s / 3) maskable positions of highest entropy stay masked, read from the
+/// shifted rows (position j from row j - 1); the last step commits the rest.
+#[test]
+fn rnd1_keeps_the_highest_entropy_positions_masked() {
+    // Two candidate tokens, 1 and 2, 2 behind by c: rows 1 and 6 are nearly sure (c = 9),
+    // the others not at all (c = 0.1, high entropy).
+    let logits = |_: &[u32], row: usize| {
+        let c = if row == 1 || row == 6 { 9.0 } else { 0.1 };
+        [-50.0, 0.0, -c, -50.0, -50.0, -50.0, -50.0, -50.0]
+    };
+    let params = GenerateParams {
+        gen_length: 6,
+        steps: 3,
+        temperature: 1.0,
+        early_stop: false,
+        ..GenerateParams::defaults_for(Family::Rnd1)
+    };
+    let mut model = Scripted::new(Family::Rnd1, logits);
+    let (canvas, commits) = run(&mut model, &[1, 2], &params);
+    let positions: Vec<Vec<usize>> = commits.iter().map(|c| c.iter().map(|p| p.0).collect()).collect();
+    // Step 1 keeps trunc(5 x 2/3) = 3 masked: position 2 reads the sure row 1 (low entropy);
+    // positions 3 to 6 tie, and the lower ones stay masked -> 2 and 6 are committed. Step 2
+    // keeps trunc(5/3) = 1 (position 3); step 3 commits the rest.
+    assert_eq!(positions, vec![vec![2, 6], vec![4, 5], vec![3]]);
+    assert_eq!(model.forwards, 3, "one pass a step");
+    assert_eq!(canvas[7], 0, "the last position holds the pad token (0 when the file has none)");
+    assert!(canvas[2..7].iter().all(|&t| t == 1 || t == 2), "{canvas:?}");
+    // The entropy is the step's reported confidence: the sure rows' is near 0.
+    assert!(commits[0].iter().all(|&(p, h)| p != 2 || h < 2e-3), "{:?}", commits[0]);
+}
+
+#[test]
+fn rnd1_needs_room_for_its_end_position_and_has_no_threshold() {
+    let p = GenerateParams { gen_length: 1, ..GenerateParams::defaults_for(Family::Rnd1) };
+    assert!(p.plan(Family::Rnd1, 4, 4096).unwrap_err().to_string().contains("at least 2"));
+    let p = GenerateParams { threshold: Some(0.9), ..GenerateParams::defaults_for(Family::Rnd1) };
+    assert!(p.plan(Family::Rnd1, 4, 4096).is_err());
 }

@@ -43,6 +43,7 @@ fn traces() -> Vec<Trace> {
                     params.alg = s["alg"].as_str().unwrap().parse().unwrap();
                     params.eps = s["eps"].as_f64().unwrap() as f32;
                 }
+                Family::Rnd1 => unreachable!("the reference traces are LLaDA's and Dream's"),
             }
             let canvas_len = t["canvas_len"].as_u64().unwrap() as usize;
             let steps = read_i32(&format!("traces/{name}_official_steps.i32"))

@@ -39,6 +39,7 @@ pub fn f32_fixture(family: dllm::model::Family) -> dllm::forward::CpuModel {
     let file = match family {
         dllm::model::Family::Llada => "models/llada-tiny-F32.gguf",
         dllm::model::Family::Dream => "models/dream-tiny-F32.gguf",
+        dllm::model::Family::Rnd1 => "moe/models/rnd1-tiny-F32.gguf",
     };
     let gguf = dllm::gguf::GgufFile::open(data(file)).unwrap();
     dllm::forward::CpuModel::load(std::sync::Arc::new(gguf)).unwrap()
