@@ -39,6 +39,20 @@ const SHAPES: &[(&str, usize, usize, GgmlType)] = &[
     ("llada.attn_qkvo.iq4_xs 4096x4096", 4096, 4096, GgmlType::IQ4_XS),
 ];
 
+/// One expert's products in a LLaDA-MoE-7B-A1B step (Q4_K_M: gate and up Q4_K, down Q6_K on
+/// half the layers): a 148-row canvas sends 148 x 8 / 64 = 18.5 rows to each expert on average.
+const EXPERT_SHAPES: &[(&str, usize, usize, GgmlType)] = &[
+    ("llada_moe.expert_gate_up 2048x1024", 2048, 1024, GgmlType::Q4_K),
+    ("llada_moe.expert_down 1024x2048", 1024, 2048, GgmlType::Q6_K),
+];
+
+#[divan::bench(args = EXPERT_SHAPES.iter().map(|s| s.0), consts = [19], sample_count = 5, sample_size = 4)]
+fn moe_expert<const ROWS: usize>(bencher: divan::Bencher, shape: &str) {
+    let isa = dllm::cpu::active_isa();
+    let &(_, n_in, n_out, ty) = EXPERT_SHAPES.iter().find(|s| s.0 == shape).unwrap();
+    bench_product(bencher, isa, n_in, n_out, ty, ROWS);
+}
+
 fn isa_named(name: &str) -> Option<Isa> {
     Isa::available().into_iter().find(|i| i.name() == name)
 }
@@ -69,6 +83,11 @@ fn run(bencher: divan::Bencher, shape: &str, rows: usize, isa: &str) {
         return;
     };
     let &(_, n_in, n_out, ty) = SHAPES.iter().find(|s| s.0 == shape).unwrap();
+    bench_product(bencher, isa, n_in, n_out, ty, rows);
+}
+
+/// Times `matmul_on` of `rows` activation rows against an `n_out` x `n_in` matrix of `ty`.
+fn bench_product(bencher: divan::Bencher, isa: Isa, n_in: usize, n_out: usize, ty: GgmlType, rows: usize) {
     let data: Vec<u8> = (0..n_in / ty.block_size() * n_out * ty.type_size())
         .map(|i| (i.wrapping_mul(2654435761) >> 13) as u8 & 0x3f)
         .collect();

@@ -8,12 +8,17 @@ use crate::decoding::KvCacheMode;
 use crate::model::ModelConfig;
 
 /// Multiply-adds of one forward pass over `rows` canvas positions with the LM head on
-/// `logit_rows` of them (projections, attention scores and values, output projection).
+/// `logit_rows` of them (projections, attention scores and values, output projection; for a
+/// mixture of experts, the router and the experts each row runs, not all of them).
 pub fn forward_macs(c: &ModelConfig, rows: usize, logit_rows: usize) -> f64 {
-    let (d, kv, ff) = (c.n_embd as f64, (c.n_head_kv * c.head_dim) as f64, c.n_ff as f64);
+    let (d, q, kv) = (c.n_embd as f64, c.q_dim() as f64, c.kv_dim() as f64);
     let n = rows as f64;
-    let projections = n * (d * d * 2.0 + d * kv * 2.0 + 3.0 * d * ff);
-    let attention = 2.0 * n * n * d;
+    let ffn = match &c.moe {
+        None => 3.0 * d * c.n_ff as f64,
+        Some(m) => d * m.n_expert as f64 + m.n_expert_used as f64 * 3.0 * d * m.n_ff_exp as f64,
+    };
+    let projections = n * (d * q * 2.0 + d * kv * 2.0 + ffn);
+    let attention = 2.0 * n * n * q;
     c.n_layer as f64 * (projections + attention) + logit_rows as f64 * d * c.n_vocab as f64
 }
 

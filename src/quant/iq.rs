@@ -51,6 +51,14 @@ impl IqBlock {
         self.put8(g, lo as u64 | (hi as u64) << 32, signs);
     }
 
+    /// Sets the multiplier of each group of 16 from the 4-bit scales packed two to a byte.
+    fn set_ls16(&mut self, scales: &[u8]) {
+        for i in 0..QK_K / 16 {
+            let s = (scales[i / 2] >> (4 * (i % 2))) & 0xf;
+            self.ls[i] = 2 * s + 1;
+        }
+    }
+
     /// Sets the multiplier of weights 32i..32i+32 from a stored 4-bit scale.
     fn set_ls32(&mut self, i: usize, s: u32) {
         let ls = (2 * s + 1) as u8;
@@ -81,10 +89,7 @@ pub fn iq2_xs(b: &[u8]) -> IqBlock {
         let q = u16_at(b, iq2_xs::QS + 2 * g);
         u.put8(g, IQ2XS_GRID[(q & 511) as usize], KSIGNS_IQ2XS[(q >> 9) as usize]);
     }
-    for i in 0..QK_K / 16 {
-        let s = (b[iq2_xs::SCALES + i / 2] >> (4 * (i % 2))) & 0xf;
-        u.ls[i] = 2 * s + 1;
-    }
+    u.set_ls16(&b[iq2_xs::SCALES..iq2_xs::SCALES + 8]);
     u
 }
 
@@ -98,10 +103,7 @@ pub fn iq2_s(b: &[u8]) -> IqBlock {
             u.put8(4 * ib + l, IQ2S_GRID[index], b[iq2_s::SIGNS + 4 * ib + l]);
         }
     }
-    for i in 0..QK_K / 16 {
-        let s = (b[iq2_s::SCALES + i / 2] >> (4 * (i % 2))) & 0xf;
-        u.ls[i] = 2 * s + 1;
-    }
+    u.set_ls16(&b[iq2_s::SCALES..iq2_s::SCALES + 8]);
     u
 }
 

@@ -95,13 +95,8 @@ pub struct BlockQ8_1 {
 #[inline(always)]
 pub fn quantize_q8_1(x: &[f32], out: &mut [BlockQ8_1]) {
     for (xb, y) in x.chunks_exact(QK).zip(out.iter_mut()) {
-        let amax = xb.iter().fold(0f32, |m, v| m.max(v.abs()));
-        let d = amax / 127.0;
-        let id = if amax != 0.0 { 127.0 / amax } else { 0.0 };
+        let d = quantize_32(xb, &mut y.qs);
         y.d = half::f16::from_f32(d).to_f32();
-        for (q, &v) in y.qs.iter_mut().zip(xb) {
-            *q = nearest_int(v * id) as i8;
-        }
         let sum: i32 = y.qs.iter().map(|&q| q as i32).sum();
         y.s = half::f16::from_f32(d * sum as f32).to_f32();
     }
@@ -126,15 +121,22 @@ fn first_of_magnitude(x: &[f32], amax: f32) -> f32 {
 #[inline(always)]
 pub fn quantize_q8_0(x: &[f32], out: &mut [BlockQ8_0]) {
     for (xb, y) in x.chunks_exact(QK).zip(out.iter_mut()) {
-        let amax = xb.iter().fold(0f32, |m, v| m.max(v.abs()));
-        let d = amax / 127.0;
-        let id = if amax != 0.0 { 127.0 / amax } else { 0.0 };
+        let d = quantize_32(xb, &mut y.qs);
         y.d = half::f16::from_f32(d).to_f32();
-        for (q, &v) in y.qs.iter_mut().zip(xb) {
-            *q = nearest_int(v * id) as i8;
-        }
         y.sum = y.qs.iter().map(|&q| q as i32).sum();
     }
+}
+
+/// One block of 32 values as ggml's x86 Q8_0 and Q8_1 quantizers write it: `qs` = round half
+/// to even of `v x 127 / amax`; returns the unrounded scale `amax / 127`.
+#[inline(always)]
+fn quantize_32(xb: &[f32], qs: &mut [i8; QK]) -> f32 {
+    let amax = xb.iter().fold(0f32, |m, v| m.max(v.abs()));
+    let id = if amax != 0.0 { 127.0 / amax } else { 0.0 };
+    for (q, &v) in qs.iter_mut().zip(xb) {
+        *q = nearest_int(v * id) as i8;
+    }
+    amax / 127.0
 }
 
 /// Four blocks of random activations for the quantizers' tests: with ties of the largest

@@ -15,13 +15,7 @@ fn logits_of(model: &str, canvas: &str) -> (Vec<f32>, usize) {
 }
 
 fn logits_of_file(path: &str, canvas: &str) -> (Vec<f32>, usize) {
-    let gguf = Arc::new(GgufFile::open(data(path)).unwrap());
-    let mut m = CpuModel::load(gguf).unwrap();
-    let tokens = read_i32(&format!("canvases/{canvas}.i32"));
-    let rows: Vec<usize> = (0..tokens.len()).collect();
-    let mut logits = Vec::new();
-    m.forward(&tokens, &rows, &mut logits).unwrap();
-    (logits, m.config().n_vocab)
+    common::cpu_logits(path, &format!("canvases/{canvas}.i32"))
 }
 
 const CANVASES: [&str; 3] = ["c17", "c40", "c77"];

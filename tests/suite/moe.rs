@@ -6,19 +6,13 @@ use crate::common;
 
 use std::sync::Arc;
 
-use common::{compare_logits as compare, data, read_f32, read_i32};
+use common::{compare_logits as compare, data, read_f32};
 use dllm::forward::{CpuModel, Forward};
 use dllm::gguf::GgufFile;
 use dllm::model::Family;
 
 fn logits_of(model: &str, variant: &str, canvas: &str) -> (Vec<f32>, usize) {
-    let gguf = Arc::new(GgufFile::open(data(&format!("moe/models/{model}-{variant}.gguf"))).unwrap());
-    let mut m = CpuModel::load(gguf).unwrap();
-    let tokens = read_i32(&format!("moe/canvases/{canvas}.i32"));
-    let rows: Vec<usize> = (0..tokens.len()).collect();
-    let mut logits = Vec::new();
-    m.forward(&tokens, &rows, &mut logits).unwrap();
-    (logits, m.config().n_vocab)
+    common::cpu_logits(&format!("moe/models/{model}-{variant}.gguf"), &format!("moe/canvases/{canvas}.i32"))
 }
 
 const MODELS: [&str; 2] = ["llada-moe-tiny", "rnd1-tiny"];
@@ -123,7 +117,13 @@ fn both_generate_through_the_session() {
     let ids = moe.prompt_ids(&Prompt::Chat("hi".into())).unwrap();
     let params =
         GenerateParams { gen_length: 8, steps: 8, block_length: 4, early_stop: false, ..GenerateParams::default() };
-    let done = moe.generate(ids.clone(), params).unwrap().wait(|_| {}).unwrap();
+    let done = moe.generate(ids.clone(), params.clone()).unwrap().wait(|_| {}).unwrap();
     assert!(!done.generated.canvas.contains(&705));
     assert_eq!(done.generated.steps, 8);
+    // Fast-dLLM's threshold decoding with the dual cache: windowed passes through the experts.
+    let fast = GenerateParams { threshold: Some(0.9), cache: dllm::decoding::KvCacheMode::Dual, ..params };
+    let mut cached_passes = 0;
+    let done = moe.generate(ids, fast).unwrap().wait(|e| cached_passes += usize::from(e.cached)).unwrap();
+    assert!(!done.generated.canvas.contains(&705));
+    assert!(cached_passes > 0, "the dual cache ran windowed passes");
 }

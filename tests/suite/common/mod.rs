@@ -45,6 +45,19 @@ pub fn f32_fixture(family: dllm::model::Family) -> dllm::forward::CpuModel {
     dllm::forward::CpuModel::load(std::sync::Arc::new(gguf)).unwrap()
 }
 
+/// Raw logits of every row of the canvas at `canvas` (a tests/data path) from the model at
+/// `model` (a tests/data path), on the CPU: `([rows, n_vocab], n_vocab)`.
+pub fn cpu_logits(model: &str, canvas: &str) -> (Vec<f32>, usize) {
+    use dllm::forward::Forward;
+    let gguf = dllm::gguf::GgufFile::open(data(model)).unwrap();
+    let mut m = dllm::forward::CpuModel::load(std::sync::Arc::new(gguf)).unwrap();
+    let tokens = read_i32(canvas);
+    let rows: Vec<usize> = (0..tokens.len()).collect();
+    let mut logits = Vec::new();
+    m.forward(&tokens, &rows, &mut logits).unwrap();
+    (logits, m.config().n_vocab)
+}
+
 /// How far logits are from a reference: largest absolute difference, that relative to the
 /// reference's largest magnitude, and the share of rows whose argmax agrees.
 pub struct LogitErrors {
