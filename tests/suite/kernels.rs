@@ -164,8 +164,8 @@ fn packed_kernels_match_scalar() {
     }
 }
 
-/// Every type with a packed layout: its own (Q2_K, Q4_K, Q5_K, Q6_K, Q8_0, IQ4_XS) or, re-encoded
-/// at packing, Q8_0's (Q4_0, Q5_0, IQ4_NL) and Q6_K's (Q3_K).
+/// Every type with a packed layout: its own (Q2_K, Q4_K, Q5_K, Q6_K, Q8_0, IQ4_XS, Q4_0, Q5_0)
+/// or, re-encoded at packing, Q8_0's (IQ4_NL) and Q6_K's (Q3_K).
 const PACKED_TYPES: [GgmlType; 10] = [
     GgmlType::Q4_K,
     GgmlType::Q5_K,
@@ -205,7 +205,7 @@ fn packed_kernels_match_scalar_on(isa: Isa) {
                     let mut got = vec![[0f32; CALL_COLS]; rows];
                     let groups = packed.groups(first..first + n);
                     match q8_0_form {
-                        true => gemm_packed_q8_0(isa, groups, &acts8_0, &mut got, &[]),
+                        true => gemm_packed_q8_0(isa, packed.ty, groups, &acts8_0, &mut got, &[]),
                         false => gemm_packed(isa, packed.ty, groups, &acts8k, &mut got, &[]),
                     }
                     let g = format!("groups {first}..{}", first + n);
@@ -487,8 +487,8 @@ fn wide_packed_kernels_equal_the_256_bit_ones() {
                 // The wide calls also prefetch (the next groups' bytes), which must change nothing.
                 let ahead = packed.groups(groups.end..6.min(groups.end + 2));
                 if ty == GgmlType::Q8_0 {
-                    gemm_packed_q8_0(Isa::Avx512Vnni, g, &acts8_0[..rows], &mut wide, ahead);
-                    gemm_packed_q8_0(Isa::Avx2, g, &acts8_0[..rows], &mut narrow, &[]);
+                    gemm_packed_q8_0(Isa::Avx512Vnni, GgmlType::Q8_0, g, &acts8_0[..rows], &mut wide, ahead);
+                    gemm_packed_q8_0(Isa::Avx2, GgmlType::Q8_0, g, &acts8_0[..rows], &mut narrow, &[]);
                 } else {
                     gemm_packed(Isa::Avx512Vnni, ty, g, &acts[..rows], &mut wide, ahead);
                     gemm_packed(Isa::Avx2, ty, g, &acts[..rows], &mut narrow, &[]);

@@ -579,6 +579,68 @@ unsafe fn gemm_iq4_xs_x8<O: Int8Dot, const R: usize>(
     }
 }
 
+/// Eight interleaved Q4_0 (`FIFTH` false) or Q5_0 columns (`cpu::kernels::repack` layout, one
+/// group) against R activation rows. The unsigned levels (Q4_K's nibble unpacking, Q5_K's fifth
+/// bits) meet the activations in `vpmaddubsw`, summed in i16 over a block for Q4_0 (at most
+/// 8 x 2 x 15 x 127 = 30480) and over two chunks for Q5_0 (2 x 2 x 2 x 31 x 127 = 31496); the
+/// storage offset (8 or 16) comes out once per block with the activation block's sum, and the
+/// block ends with one float multiply-add by `d_w x d_a`, ggml's order for Q4_0 x Q8_0.
+#[inline(always)]
+unsafe fn gemm_q4_0_like_x8<O: Int8Dot, const R: usize, const FIFTH: bool>(
+    group: &[u8],
+    a: &[&[BlockQ8_0]; R],
+    ahead: &[u8],
+) -> [[f32; 8]; R] {
+    use super::repack::{Q4_0_GROUP_BLOCK, Q5_0_GROUP_BLOCK, q4_0_layout as l};
+    let (block_bytes, offset) = if FIFTH { (Q5_0_GROUP_BLOCK, 16) } else { (Q4_0_GROUP_BLOCK, 8) };
+    // SAFETY: as for this function (see the module's contract).
+    unsafe {
+        let (m4, one8, ones) = (_mm256_set1_epi8(0x0F), _mm256_set1_epi8(1), _mm256_set1_epi16(1));
+        let mut sum = [_mm256_setzero_ps(); R];
+        let ahead = SpreadPrefetch::new(ahead, group.len() / block_bytes);
+        for (b, blk) in group.chunks_exact(block_bytes).enumerate() {
+            ahead.at(b);
+            let p = blk.as_ptr();
+            let h = if FIFTH { load(p.add(l::QH)) } else { _mm256_setzero_si256() };
+            let mut acc = [_mm256_setzero_si256(); R];
+            let mut acc16 = [_mm256_setzero_si256(); R];
+            for k in 0..4 {
+                let q = load(p.add(l::QS + 32 * k));
+                let (mut lo, mut hi) = (_mm256_and_si256(q, m4), _mm256_and_si256(_mm256_srli_epi16(q, 4), m4));
+                if FIFTH {
+                    let fifth = |bit: usize| {
+                        let b = _mm256_and_si256(_mm256_srl_epi16(h, _mm_cvtsi32_si128(bit as i32)), one8);
+                        _mm256_slli_epi16(b, 4)
+                    };
+                    lo = _mm256_or_si256(lo, fifth(2 * k));
+                    hi = _mm256_or_si256(hi, fifth(2 * k + 1));
+                }
+                for r in 0..R {
+                    let y = a[r].get_unchecked(b).qs.as_ptr().add(8 * k) as *const u8;
+                    let a_lo = _mm256_set1_epi32((y as *const i32).read_unaligned());
+                    let a_hi = _mm256_set1_epi32((y.add(4) as *const i32).read_unaligned());
+                    let s = _mm256_add_epi16(_mm256_maddubs_epi16(lo, a_lo), _mm256_maddubs_epi16(hi, a_hi));
+                    acc16[r] = _mm256_add_epi16(acc16[r], s);
+                }
+                if !FIFTH && k < 3 || FIFTH && k % 2 == 0 {
+                    continue;
+                }
+                for r in 0..R {
+                    acc[r] = O::dot_i16(acc[r], acc16[r], ones);
+                    acc16[r] = _mm256_setzero_si256();
+                }
+            }
+            let d = _mm256_loadu_ps(p.add(l::D) as *const f32);
+            for r in 0..R {
+                let y = a[r].get_unchecked(b);
+                let isum = _mm256_sub_epi32(acc[r], _mm256_set1_epi32(offset * y.sum));
+                sum[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(d, _mm256_set1_ps(y.d)), sum[r]);
+            }
+        }
+        rows_out(sum)
+    }
+}
+
 macro_rules! packed_entry_points {
     ($name:ident, $features:literal, $dot:ty) => {
         pub mod $name {
@@ -606,6 +668,18 @@ macro_rules! packed_entry_points {
             pub unsafe fn gemm_q8_0_x8<const R: usize>(g: &[u8], a: &[&[BlockQ8_0]; R], ahead: &[u8]) -> [[f32; 8]; R] {
                 // SAFETY: this function's contract.
                 unsafe { super::gemm_q8_0_x8::<$dot, R>(g, a, ahead) }
+            }
+
+            #[target_feature(enable = $features)]
+            pub unsafe fn gemm_q4_0_x8<const R: usize>(g: &[u8], a: &[&[BlockQ8_0]; R], ahead: &[u8]) -> [[f32; 8]; R] {
+                // SAFETY: this function's contract.
+                unsafe { super::gemm_q4_0_like_x8::<$dot, R, false>(g, a, ahead) }
+            }
+
+            #[target_feature(enable = $features)]
+            pub unsafe fn gemm_q5_0_x8<const R: usize>(g: &[u8], a: &[&[BlockQ8_0]; R], ahead: &[u8]) -> [[f32; 8]; R] {
+                // SAFETY: this function's contract.
+                unsafe { super::gemm_q4_0_like_x8::<$dot, R, true>(g, a, ahead) }
             }
 
             #[target_feature(enable = $features)]

@@ -249,16 +249,32 @@ pub fn gemm_packed(
     });
 }
 
-/// `gemm_packed` for Q8_0 groups and Q8_0 activations; the scalar reference is `dot_rows_q8_0`
-/// on the unpacked rows.
-pub fn gemm_packed_q8_0(isa: Isa, groups: &[u8], acts: &[&[BlockQ8_0]], out: &mut [[f32; CALL_COLS]], ahead: &[u8]) {
-    let n_groups = check_packed(isa, super::repack::Q8_0_GROUP_BLOCK, groups, acts, out);
+/// `gemm_packed` for the layouts that take Q8_0 activations (`layout`: Q8_0, Q4_0 or Q5_0);
+/// the scalar reference is `dot_rows_q8_0` on the unpacked rows.
+pub fn gemm_packed_q8_0(
+    isa: Isa,
+    layout: GgmlType,
+    groups: &[u8],
+    acts: &[&[BlockQ8_0]],
+    out: &mut [[f32; CALL_COLS]],
+    ahead: &[u8],
+) {
+    use super::repack::{Q4_0_GROUP_BLOCK, Q5_0_GROUP_BLOCK, Q8_0_GROUP_BLOCK};
+    let block = match layout {
+        GgmlType::Q8_0 => Q8_0_GROUP_BLOCK,
+        GgmlType::Q4_0 => Q4_0_GROUP_BLOCK,
+        GgmlType::Q5_0 => Q5_0_GROUP_BLOCK,
+        _ => panic!("no packed kernel for {layout} with Q8_0 activations"),
+    };
+    let n_groups = check_packed(isa, block, groups, acts, out);
     #[cfg(target_arch = "x86_64")]
-    each_call(isa, GgmlType::Q8_0, groups, n_groups, ahead, |n, w, col, ahead| match (isa, n) {
-        (Isa::Avx512Vnni, 2) => {
+    each_call(isa, layout, groups, n_groups, ahead, |n, w, col, ahead| match (isa, layout, n) {
+        (Isa::Avx512Vnni, GgmlType::Q8_0, 2) => {
             packed_zmm!(gemm_q8_0_x16, PAIR_ROWS, [1, 2, 3, 4, 5, 6, 7, 8], w, acts, out, col, ahead)
         }
-        (_, 1) => packed_x8!(isa, gemm_q8_0_x8, w, acts, out, col, ahead),
+        (_, GgmlType::Q8_0, 1) => packed_x8!(isa, gemm_q8_0_x8, w, acts, out, col, ahead),
+        (_, GgmlType::Q4_0, 1) => packed_x8!(isa, gemm_q4_0_x8, w, acts, out, col, ahead),
+        (_, GgmlType::Q5_0, 1) => packed_x8!(isa, gemm_q5_0_x8, w, acts, out, col, ahead),
         _ => unreachable!("next_call_groups offers only these"),
     });
 }

@@ -34,12 +34,18 @@
 //! laid out as Q4_K's nibbles (chunk k of sub-block j: byte `4c + i` holds weight v+i's index in
 //! its low nibble and v+4+i's in its high nibble, v = 32j + 8k).
 //!
+//! Q4_0 and Q5_0, per group and block of 32 values (160 and 192 bytes, 144 and 176 in the file):
+//! `d[8]` f32, the low 4 bits of the unsigned levels (0..15 or 0..31, standing for q - 8 or
+//! q - 16) laid out as Q4_K's nibbles (chunk k, v = 8k: byte `4c + i` holds weight v+i in its low
+//! and v+4+i in its high nibble), then for Q5_0 32 bytes of fifth bits as Q5_K's (byte `4c + i`,
+//! bit 2k for weight v+i, 2k+1 for v+4+i).
+//!
 //! Types whose blocks are exactly blocks of a type with a layout are packed in that layout:
-//! Q4_0, Q5_0 and IQ4_NL are 32 signed levels (at most 8 bits) and one f16 scale, a Q8_0 block;
+//! IQ4_NL is 32 signed levels (at most 8 bits) and one f16 scale, a Q8_0 block;
 //! Q3_K is 16 groups of 16 levels in -4..3 with a 6-bit signed scale each and one f16 scale, a
 //! Q6_K block. The integer dot products of the re-encoded blocks are the same sums that ggml's
-//! `ggml_vec_dot_{q4_0,q5_0,iq4_nl}_q8_0` and `ggml_vec_dot_q3_K_q8_K` take, so the numbers do
-//! not change; the weights take more memory (1.9x, 1.5x, 1.9x and 1.9x).
+//! `ggml_vec_dot_iq4_nl_q8_0` and `ggml_vec_dot_q3_K_q8_K` take, so the numbers do
+//! not change; the weights take more memory (1.9x for IQ4_NL and Q3_K).
 
 use std::ops::Range;
 use std::sync::Arc;
@@ -63,6 +69,17 @@ pub const Q6_K_GROUP_BLOCK: usize = 32 + 128 + 128 + 1024 + 512;
 pub const Q8_0_GROUP_BLOCK: usize = 32 + 256;
 
 pub const Q2_K_GROUP_BLOCK: usize = 32 + 32 + 128 + 128 + 512;
+
+pub const Q4_0_GROUP_BLOCK: usize = 32 + 128;
+
+pub const Q5_0_GROUP_BLOCK: usize = Q4_0_GROUP_BLOCK + 32;
+
+/// Q4_0 and Q5_0 (the fifth bits after Q4_0's fields).
+pub mod q4_0_layout {
+    pub const D: usize = 0;
+    pub const QS: usize = 32;
+    pub const QH: usize = 160;
+}
 
 pub const IQ4_XS_GROUP_BLOCK: usize = 32 + 64 + 1024;
 
@@ -171,8 +188,8 @@ impl Packed {
 pub fn layout_of(ty: GgmlType) -> Option<GgmlType> {
     use GgmlType::*;
     match ty {
-        Q2_K | Q4_K | Q5_K | Q6_K | Q8_0 | IQ4_XS => Some(ty),
-        Q4_0 | Q5_0 | IQ4_NL => Some(Q8_0),
+        Q2_K | Q4_K | Q5_K | Q6_K | Q8_0 | IQ4_XS | Q4_0 | Q5_0 => Some(ty),
+        IQ4_NL => Some(Q8_0),
         Q3_K => Some(Q6_K),
         _ => None,
     }
@@ -187,6 +204,8 @@ fn shape(ty: GgmlType, n_in: usize, n_out: usize) -> (usize, usize) {
         Some(GgmlType::Q8_0) => Q8_0_GROUP_BLOCK,
         Some(GgmlType::Q2_K) => Q2_K_GROUP_BLOCK,
         Some(GgmlType::IQ4_XS) => IQ4_XS_GROUP_BLOCK,
+        Some(GgmlType::Q4_0) => Q4_0_GROUP_BLOCK,
+        Some(GgmlType::Q5_0) => Q5_0_GROUP_BLOCK,
         _ => panic!("no interleaved layout for {ty}"),
     };
     // A re-encoded type has its layout's block size.
@@ -242,12 +261,8 @@ pub fn pack_into(
         GgmlType::Q8_0 => pack_group_q8_0,
         GgmlType::Q2_K => pack_group_q2_k,
         GgmlType::IQ4_XS => pack_group_iq4_xs,
-        GgmlType::Q4_0 => {
-            |src, nb, rb, dst| pack_group_q8_0(&reencoded(src, rb, GgmlType::Q4_0), nb, nb * q8_0::SIZE, dst)
-        }
-        GgmlType::Q5_0 => {
-            |src, nb, rb, dst| pack_group_q8_0(&reencoded(src, rb, GgmlType::Q5_0), nb, nb * q8_0::SIZE, dst)
-        }
+        GgmlType::Q4_0 => |src, nb, rb, dst| pack_group_q4_0_like(GgmlType::Q4_0, src, nb, rb, dst),
+        GgmlType::Q5_0 => |src, nb, rb, dst| pack_group_q4_0_like(GgmlType::Q5_0, src, nb, rb, dst),
         GgmlType::IQ4_NL => {
             |src, nb, rb, dst| pack_group_q8_0(&reencoded(src, rb, GgmlType::IQ4_NL), nb, nb * q8_0::SIZE, dst)
         }
@@ -474,6 +489,35 @@ fn pack_group_iq4_xs(src: &[u8], nb: usize, row_bytes: usize, dst: &mut [u8]) {
                     for i in 0..4 {
                         dst[l::QS + 128 * j + 32 * k + 4 * c + i] = index(8 * k + i) | index(8 * k + 4 + i) << 4;
                     }
+                }
+            }
+        }
+    }
+}
+
+/// One group of Q4_0 (`ty`) or Q5_0: the levels as unsigned nibbles (and fifth bits), `d` widened.
+fn pack_group_q4_0_like(ty: GgmlType, src: &[u8], nb: usize, row_bytes: usize, dst: &mut [u8]) {
+    use q4_0_layout as l;
+    let (group_block, offset) = match ty {
+        GgmlType::Q4_0 => (Q4_0_GROUP_BLOCK, 8),
+        _ => (Q5_0_GROUP_BLOCK, 16),
+    };
+    for b in 0..nb {
+        let dst = &mut dst[b * group_block..(b + 1) * group_block];
+        for c in 0..COLS {
+            let blk = &src[c * row_bytes + b * ty.type_size()..][..ty.type_size()];
+            let (d, levels) = levels_q8_0(ty, blk);
+            dst[l::D + 4 * c..][..4].copy_from_slice(&d.to_f32().to_le_bytes());
+            let q = |j: usize| (levels[j] as i32 + offset) as u8;
+            for i in 0..4 {
+                let mut fifth = 0u8;
+                for k in 0..4 {
+                    let (v0, v1) = (q(8 * k + i), q(8 * k + 4 + i));
+                    dst[l::QS + 32 * k + 4 * c + i] = (v0 & 0xF) | (v1 & 0xF) << 4;
+                    fifth |= (v0 >> 4) << (2 * k) | (v1 >> 4) << (2 * k + 1);
+                }
+                if ty == GgmlType::Q5_0 {
+                    dst[l::QH + 4 * c + i] = fifth;
                 }
             }
         }

@@ -202,8 +202,8 @@ impl Activations for BlockQ8_0 {
     fn quantize(x: &[f32], out: &mut [Self]) {
         quantize_q8_0(x, out)
     }
-    fn packed(isa: Isa, _: GgmlType, groups: &[u8], acts: &[&[Self]], out: &mut [[f32; CALL_COLS]], ahead: &[u8]) {
-        gemm_packed_q8_0(isa, groups, acts, out, ahead)
+    fn packed(isa: Isa, ty: GgmlType, groups: &[u8], acts: &[&[Self]], out: &mut [[f32; CALL_COLS]], ahead: &[u8]) {
+        gemm_packed_q8_0(isa, ty, groups, acts, out, ahead)
     }
     fn rows(isa: Isa, ty: GgmlType, w: &[u8], acts: &[&[Self]], out: &mut [f32]) {
         dot_rows_q8_0(isa, ty, w, acts, out)
