@@ -528,8 +528,9 @@ unsafe fn gemm_q2_k_x8<O: Int8Dot, const R: usize>(group: &[u8], a: &[&[BlockQ8K
 
 /// Eight interleaved IQ4_XS columns (`cpu::kernels::repack` layout, one group) against R
 /// activation rows. The level indices look their signed levels up in `KVALUES_IQ4NL` (one
-/// `vpshufb`); signed x signed products go through `O::dot_u8i8` as |w| x (a with w's sign), as
-/// Q8_0's do; each sub-block's sums are multiplied by its columns' scales in i32.
+/// `vpshufb`); signed x signed products are |w| x (a with w's sign) in `vpmaddubsw` (pair sums
+/// at most 2 x 127 x 127, within i16), each chunk's pairs then multiplied by its column's
+/// sub-block scale and summed into i32 by one `O::dot_i16`.
 #[inline(always)]
 unsafe fn gemm_iq4_xs_x8<O: Int8Dot, const R: usize>(
     group: &[u8],
@@ -550,7 +551,9 @@ unsafe fn gemm_iq4_xs_x8<O: Int8Dot, const R: usize>(
             let mut acc = [_mm256_setzero_si256(); R];
             for j in 0..8 {
                 ahead.at(8 * b + j);
-                let mut part = [_mm256_setzero_si256(); R];
+                // Column c's scale in i16 lanes 2c and 2c+1, as the pair sums lie.
+                let s8 = _mm_loadl_epi64(p.add(l::SCALES + 8 * j) as *const __m128i);
+                let scales = _mm256_cvtepi8_epi16(_mm_unpacklo_epi8(s8, s8));
                 for k in 0..4 {
                     let q = load(p.add(l::QS + 128 * j + 32 * k));
                     let lo = _mm256_shuffle_epi8(table, _mm256_and_si256(q, m4));
@@ -560,13 +563,11 @@ unsafe fn gemm_iq4_xs_x8<O: Int8Dot, const R: usize>(
                         let y = a[r].get_unchecked(b).qs.as_ptr().add(32 * j + 8 * k);
                         let a_lo = _mm256_set1_epi32((y as *const i32).read_unaligned());
                         let a_hi = _mm256_set1_epi32((y.add(4) as *const i32).read_unaligned());
-                        part[r] = O::dot_u8i8(part[r], abs_lo, _mm256_sign_epi8(a_lo, lo));
-                        part[r] = O::dot_u8i8(part[r], abs_hi, _mm256_sign_epi8(a_hi, hi));
+                        let p_lo = _mm256_maddubs_epi16(abs_lo, _mm256_sign_epi8(a_lo, lo));
+                        let p_hi = _mm256_maddubs_epi16(abs_hi, _mm256_sign_epi8(a_hi, hi));
+                        acc[r] = O::dot_i16(acc[r], p_lo, scales);
+                        acc[r] = O::dot_i16(acc[r], p_hi, scales);
                     }
-                }
-                let scales = _mm256_cvtepi8_epi32(_mm_loadl_epi64(p.add(l::SCALES + 8 * j) as *const __m128i));
-                for r in 0..R {
-                    acc[r] = _mm256_add_epi32(acc[r], _mm256_mullo_epi32(part[r], scales));
                 }
             }
             let d = _mm256_loadu_ps(p.add(l::D) as *const f32);
