@@ -420,6 +420,22 @@ unsafe fn gemm_q6_k_x8<O: Int8Dot, const R: usize>(group: &[u8], a: &[&[BlockQ8K
 #[inline(always)]
 unsafe fn finish_q6_k_block<O: Int8Dot>(sum: __m256, acc: __m256i, p: *const u8, y: &BlockQ8K) -> __m256 {
     use super::repack::q6k_layout as l;
+    // SAFETY: the caller's contract; Q3_K's layout keeps these fields where Q6_K's does.
+    unsafe { finish_offset_block::<O, 5>(sum, acc, p.add(l::SCALE_PAIRS), p.add(l::D), y) }
+}
+
+/// The end of a packed super-block whose unsigned weights stand for `u - 2^SHIFT` (Q6_K: 32,
+/// Q3_K: 4): `scale_pairs` are the columns' signed 16-value scales as `[8 pairs][8 columns][2]`,
+/// `d` their eight f32 scales.
+/// Safety: the module's contract, with `O`'s instruction set; the pointers are the block's fields.
+#[inline(always)]
+unsafe fn finish_offset_block<O: Int8Dot, const SHIFT: i32>(
+    sum: __m256,
+    acc: __m256i,
+    scale_pairs: *const u8,
+    d: *const u8,
+    y: &BlockQ8K,
+) -> __m256 {
     // SAFETY: the caller's contract.
     unsafe {
         // 32-bit element `pair` of the activation sums holds those of scale groups 2 pair and
@@ -427,12 +443,12 @@ unsafe fn finish_q6_k_block<O: Int8Dot>(sum: __m256, acc: __m256i, p: *const u8,
         let bsums = _mm256_loadu_si256(y.bsums.as_ptr() as *const __m256i);
         let mut offset = _mm256_setzero_si256();
         for pair in 0..8 {
-            let sc = _mm256_cvtepi8_epi16(_mm_loadu_si128(p.add(l::SCALE_PAIRS + 16 * pair) as *const __m128i));
+            let sc = _mm256_cvtepi8_epi16(_mm_loadu_si128(scale_pairs.add(16 * pair) as *const __m128i));
             let sums = _mm256_permutevar8x32_epi32(bsums, _mm256_set1_epi32(pair as i32));
             offset = O::dot_i16(offset, sc, sums);
         }
-        let acc = _mm256_sub_epi32(acc, _mm256_slli_epi32(offset, 5));
-        let d = _mm256_loadu_ps(p.add(l::D) as *const f32);
+        let acc = _mm256_sub_epi32(acc, _mm256_slli_epi32(offset, SHIFT));
+        let d = _mm256_loadu_ps(d as *const f32);
         _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc), _mm256_mul_ps(d, _mm256_set1_ps(y.d)), sum)
     }
 }
@@ -472,6 +488,52 @@ unsafe fn gemm_q8_0_x8<O: Int8Dot, const R: usize>(group: &[u8], a: &[&[BlockQ8_
 /// The packed kernels compiled for one instruction set: `$features` enabled, `$dot` for the
 /// integer multiply-accumulates. Safety contract as for the module, with `$features` in place
 /// of AVX2 and FMA.
+/// Eight interleaved Q3_K columns (`cpu::kernels::repack` layout, one group) against R activation
+/// rows. The unsigned 3-bit values are nibbles (Q4_K's unpacking); a group of 16 is two chunks,
+/// whose byte products (at most 2 x 2 x 2 x 7 x 127 = 7112) are summed in i16, then scaled by the
+/// signed 6-bit scales; the -4 storage offset comes out once per block with the activation sums,
+/// as Q6_K's -32 does.
+#[inline(always)]
+unsafe fn gemm_q3_k_x8<O: Int8Dot, const R: usize>(group: &[u8], a: &[&[BlockQ8K]; R], ahead: &[u8]) -> [[f32; 8]; R] {
+    use super::repack::{Q3_K_GROUP_BLOCK, q3k_layout as l};
+    // SAFETY: as for this function (see the module's contract).
+    unsafe {
+        let m4 = _mm256_set1_epi8(0x0F);
+        let mut sum = [_mm256_setzero_ps(); R];
+        let ahead = SpreadPrefetch::new(ahead, group.len() / Q3_K_GROUP_BLOCK * 16);
+        for (b, blk) in group.chunks_exact(Q3_K_GROUP_BLOCK).enumerate() {
+            let p = blk.as_ptr();
+            let mut acc = [_mm256_setzero_si256(); R];
+            for g in 0..16 {
+                ahead.at(16 * b + g);
+                let s8 = _mm_loadl_epi64(p.add(l::SCALES + 8 * g) as *const __m128i);
+                let scales = _mm256_cvtepi8_epi16(_mm_unpacklo_epi8(s8, s8));
+                let mut acc16 = [_mm256_setzero_si256(); R];
+                for t in 0..2 {
+                    let k = 2 * g + t;
+                    let q = load(p.add(l::QS + 32 * k));
+                    let (lo, hi) = (_mm256_and_si256(q, m4), _mm256_and_si256(_mm256_srli_epi16(q, 4), m4));
+                    for r in 0..R {
+                        let y = a[r].get_unchecked(b).qs.as_ptr().add(8 * k);
+                        let a_lo = _mm256_set1_epi32((y as *const i32).read_unaligned());
+                        let a_hi = _mm256_set1_epi32((y.add(4) as *const i32).read_unaligned());
+                        let s = _mm256_add_epi16(_mm256_maddubs_epi16(lo, a_lo), _mm256_maddubs_epi16(hi, a_hi));
+                        acc16[r] = _mm256_add_epi16(acc16[r], s);
+                    }
+                }
+                for r in 0..R {
+                    acc[r] = O::dot_i16(acc[r], acc16[r], scales);
+                }
+            }
+            for r in 0..R {
+                let y = a[r].get_unchecked(b);
+                sum[r] = finish_offset_block::<O, 2>(sum[r], acc[r], p.add(l::SCALE_PAIRS), p.add(l::D), y);
+            }
+        }
+        rows_out(sum)
+    }
+}
+
 /// Eight interleaved Q2_K columns (`cpu::kernels::repack` layout, one group) against R activation
 /// rows. A group of 16 weights is one vector (2 bits each); its four chunks' byte products (at
 /// most 4 x 2 x 3 x 128 = 3072) are summed in i16, then scaled; the mins meet the activation
@@ -681,6 +743,12 @@ macro_rules! packed_entry_points {
             pub unsafe fn gemm_q5_0_x8<const R: usize>(g: &[u8], a: &[&[BlockQ8_0]; R], ahead: &[u8]) -> [[f32; 8]; R] {
                 // SAFETY: this function's contract.
                 unsafe { super::gemm_q4_0_like_x8::<$dot, R, true>(g, a, ahead) }
+            }
+
+            #[target_feature(enable = $features)]
+            pub unsafe fn gemm_q3_k_x8<const R: usize>(g: &[u8], a: &[&[BlockQ8K]; R], ahead: &[u8]) -> [[f32; 8]; R] {
+                // SAFETY: this function's contract.
+                unsafe { super::gemm_q3_k_x8::<$dot, R>(g, a, ahead) }
             }
 
             #[target_feature(enable = $features)]

@@ -216,12 +216,15 @@ pub fn gemm_packed(
     out: &mut [[f32; CALL_COLS]],
     ahead: &[u8],
 ) {
-    use super::repack::{IQ4_XS_GROUP_BLOCK, Q2_K_GROUP_BLOCK, Q4_K_GROUP_BLOCK, Q5_K_GROUP_BLOCK, Q6_K_GROUP_BLOCK};
+    use super::repack::{
+        IQ4_XS_GROUP_BLOCK, Q2_K_GROUP_BLOCK, Q3_K_GROUP_BLOCK, Q4_K_GROUP_BLOCK, Q5_K_GROUP_BLOCK, Q6_K_GROUP_BLOCK,
+    };
     let block = match ty {
         GgmlType::Q4_K => Q4_K_GROUP_BLOCK,
         GgmlType::Q5_K => Q5_K_GROUP_BLOCK,
         GgmlType::Q6_K => Q6_K_GROUP_BLOCK,
         GgmlType::Q2_K => Q2_K_GROUP_BLOCK,
+        GgmlType::Q3_K => Q3_K_GROUP_BLOCK,
         GgmlType::IQ4_XS => IQ4_XS_GROUP_BLOCK,
         _ => panic!("no packed kernel for {ty} with Q8_K activations"),
     };
@@ -244,6 +247,7 @@ pub fn gemm_packed(
         (_, GgmlType::Q5_K, 1) => packed_x8!(isa, gemm_q5_k_x8, w, acts, out, col, ahead),
         (_, GgmlType::Q6_K, 1) => packed_x8!(isa, gemm_q6_k_x8, w, acts, out, col, ahead),
         (_, GgmlType::Q2_K, 1) => packed_x8!(isa, gemm_q2_k_x8, w, acts, out, col, ahead),
+        (_, GgmlType::Q3_K, 1) => packed_x8!(isa, gemm_q3_k_x8, w, acts, out, col, ahead),
         (_, GgmlType::IQ4_XS, 1) => packed_x8!(isa, gemm_iq4_xs_x8, w, acts, out, col, ahead),
         _ => unreachable!("next_call_groups offers only these"),
     });

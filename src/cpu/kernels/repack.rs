@@ -24,6 +24,11 @@
 //! each chunk k (4 values, v = 4k) 32 bytes where bytes `4c..4c+4` hold weights v..v+4 of
 //! column c. Widening the f16 scales once here takes a conversion out of the inner loop.
 //!
+//! Q3_K, per group and super-block (1312 bytes, 880 in the file): Q6_K's `d[8]`, scales and scale
+//! pairs (the 6-bit scales less 32), then each weight's unsigned 3-bit value u = low bits + 4 x
+//! high bit, standing for u - 4, as Q4_K's nibbles (chunk k, v = 8k: byte `4c + i` holds weight
+//! v+i in its low and v+4+i in its high nibble): unpacking is two operations a vector.
+//!
 //! Q2_K, per group and super-block (832 bytes, 672 in the file): `d[8]` f32, `dmin[8]` f32,
 //! `scales[16 groups of 16 values][8 columns]` u8, the mins as `[8 pairs][8 columns][2]` u8
 //! (Q6_K's scale pairs), then per group g of 16 values 32 bytes whose byte `4c + i` holds, at
@@ -41,11 +46,9 @@
 //! bit 2k for weight v+i, 2k+1 for v+4+i).
 //!
 //! Types whose blocks are exactly blocks of a type with a layout are packed in that layout:
-//! IQ4_NL is 32 signed levels (at most 8 bits) and one f16 scale, a Q8_0 block;
-//! Q3_K is 16 groups of 16 levels in -4..3 with a 6-bit signed scale each and one f16 scale, a
-//! Q6_K block. The integer dot products of the re-encoded blocks are the same sums that ggml's
-//! `ggml_vec_dot_iq4_nl_q8_0` and `ggml_vec_dot_q3_K_q8_K` take, so the numbers do
-//! not change; the weights take more memory (1.9x for IQ4_NL and Q3_K).
+//! IQ4_NL is 32 signed levels (at most 8 bits) and one f16 scale, a Q8_0 block. The integer dot
+//! products of the re-encoded blocks are the same sums that ggml's `ggml_vec_dot_iq4_nl_q8_0`
+//! takes, so the numbers do not change; the weights take 1.9x the memory.
 
 use std::ops::Range;
 use std::sync::Arc;
@@ -69,6 +72,16 @@ pub const Q6_K_GROUP_BLOCK: usize = 32 + 128 + 128 + 1024 + 512;
 pub const Q8_0_GROUP_BLOCK: usize = 32 + 256;
 
 pub const Q2_K_GROUP_BLOCK: usize = 32 + 32 + 128 + 128 + 512;
+
+pub const Q3_K_GROUP_BLOCK: usize = 32 + 128 + 128 + 1024;
+
+/// Q3_K: Q6_K's d, scales and scale pairs, then the 3-bit values as Q4_K's nibbles.
+pub mod q3k_layout {
+    pub const D: usize = 0;
+    pub const SCALES: usize = 32;
+    pub const SCALE_PAIRS: usize = 160;
+    pub const QS: usize = 288;
+}
 
 pub const Q4_0_GROUP_BLOCK: usize = 32 + 128;
 
@@ -188,9 +201,8 @@ impl Packed {
 pub fn layout_of(ty: GgmlType) -> Option<GgmlType> {
     use GgmlType::*;
     match ty {
-        Q2_K | Q4_K | Q5_K | Q6_K | Q8_0 | IQ4_XS | Q4_0 | Q5_0 => Some(ty),
+        Q2_K | Q3_K | Q4_K | Q5_K | Q6_K | Q8_0 | IQ4_XS | Q4_0 | Q5_0 => Some(ty),
         IQ4_NL => Some(Q8_0),
-        Q3_K => Some(Q6_K),
         _ => None,
     }
 }
@@ -204,6 +216,7 @@ fn shape(ty: GgmlType, n_in: usize, n_out: usize) -> (usize, usize) {
         Some(GgmlType::Q8_0) => Q8_0_GROUP_BLOCK,
         Some(GgmlType::Q2_K) => Q2_K_GROUP_BLOCK,
         Some(GgmlType::IQ4_XS) => IQ4_XS_GROUP_BLOCK,
+        Some(GgmlType::Q3_K) => Q3_K_GROUP_BLOCK,
         Some(GgmlType::Q4_0) => Q4_0_GROUP_BLOCK,
         Some(GgmlType::Q5_0) => Q5_0_GROUP_BLOCK,
         _ => panic!("no interleaved layout for {ty}"),
@@ -266,9 +279,7 @@ pub fn pack_into(
         GgmlType::IQ4_NL => {
             |src, nb, rb, dst| pack_group_q8_0(&reencoded(src, rb, GgmlType::IQ4_NL), nb, nb * q8_0::SIZE, dst)
         }
-        GgmlType::Q3_K => {
-            |src, nb, rb, dst| pack_group_q6_k(&reencoded(src, rb, GgmlType::Q3_K), nb, nb * q6_k::SIZE, dst)
-        }
+        GgmlType::Q3_K => pack_group_q3_k,
         _ => panic!("no interleaved layout for {ty}"),
     };
     let nb = n_in / ty.block_size();
@@ -285,52 +296,21 @@ pub fn pack_into(
     }
 }
 
-/// A group's `COLS` rows (`row_bytes` each) of `ty`, every block re-encoded as a block of the
-/// type's layout (Q8_0 or Q6_K), rows one after the other.
+/// A group's `COLS` rows (`row_bytes` each) of `ty`, every block re-encoded as the Q8_0 block of
+/// its levels, rows one after the other.
 fn reencoded(src: &[u8], row_bytes: usize, ty: GgmlType) -> Vec<u8> {
-    let blocks = src[..COLS * row_bytes].chunks_exact(ty.type_size());
-    match ty {
-        GgmlType::Q3_K => blocks.flat_map(q3_k_as_q6_k).collect(),
-        _ => blocks
-            .flat_map(|b| {
-                let (d, levels) = levels_q8_0(ty, b);
-                let mut out = [0u8; q8_0::SIZE];
-                out[q8_0::D..q8_0::D + 2].copy_from_slice(&d.to_le_bytes());
-                for (o, v) in out[q8_0::QS..].iter_mut().zip(levels) {
-                    *o = v as u8;
-                }
-                out
-            })
-            .collect(),
-    }
-}
-
-/// A Q3_K block as the Q6_K block of the same values and scales: level v of -4..3 is stored as
-/// v + 32, the 6-bit scales and the f16 scale as they are.
-fn q3_k_as_q6_k(b: &[u8]) -> [u8; q6_k::SIZE] {
-    let mut v = [0u8; QK_K];
-    let hm = &b[q3_k::HMASK..q3_k::HMASK + 32];
-    for (i, v) in v.iter_mut().enumerate() {
-        // Value i = 128n + 32j + l: bits 2j of byte 32n + l, high bit j + 4n of hmask[l].
-        let (n, j, l) = (i / 128, (i / 32) % 4, i % 32);
-        let low = (b[q3_k::QS + 32 * n + l] >> (2 * j)) & 3;
-        *v = low + 32 - if hm[l] & (1 << (4 * n + j)) != 0 { 0 } else { 4 };
-    }
-    let mut out = [0u8; q6_k::SIZE];
-    for n in 0..2 {
-        for l in 0..32 {
-            let q = |k: usize| v[128 * n + l + 32 * k];
-            out[q6_k::QL + 64 * n + l] = (q(0) & 0xF) | ((q(2) & 0xF) << 4);
-            out[q6_k::QL + 64 * n + l + 32] = (q(1) & 0xF) | ((q(3) & 0xF) << 4);
-            out[q6_k::QH + 32 * n + l] = (q(0) >> 4) | ((q(1) >> 4) << 2) | ((q(2) >> 4) << 4) | ((q(3) >> 4) << 6);
-        }
-    }
-    for (o, s) in out[q6_k::SCALES..q6_k::SCALES + 16].iter_mut().zip(q3_k_scales(&b[q3_k::SCALES..q3_k::SCALES + 12]))
-    {
-        *o = s as u8;
-    }
-    out[q6_k::D..q6_k::D + 2].copy_from_slice(&b[q3_k::D..q3_k::D + 2]);
-    out
+    src[..COLS * row_bytes]
+        .chunks_exact(ty.type_size())
+        .flat_map(|b| {
+            let (d, levels) = levels_q8_0(ty, b);
+            let mut out = [0u8; q8_0::SIZE];
+            out[q8_0::D..q8_0::D + 2].copy_from_slice(&d.to_le_bytes());
+            for (o, v) in out[q8_0::QS..].iter_mut().zip(levels) {
+                *o = v as u8;
+            }
+            out
+        })
+        .collect()
 }
 
 /// Where a Q4_K-like block keeps its fields: (block size, d, dmin, packed scales, nibbles).
@@ -518,6 +498,32 @@ fn pack_group_q4_0_like(ty: GgmlType, src: &[u8], nb: usize, row_bytes: usize, d
                 }
                 if ty == GgmlType::Q5_0 {
                     dst[l::QH + 4 * c + i] = fifth;
+                }
+            }
+        }
+    }
+}
+
+/// One group of Q3_K: `src` holds the group's 8 rows as in the file.
+fn pack_group_q3_k(src: &[u8], nb: usize, row_bytes: usize, dst: &mut [u8]) {
+    use q3k_layout as l;
+    for b in 0..nb {
+        let dst = &mut dst[b * Q3_K_GROUP_BLOCK..(b + 1) * Q3_K_GROUP_BLOCK];
+        for c in 0..COLS {
+            let blk = &src[c * row_bytes + b * q3_k::SIZE..][..q3_k::SIZE];
+            dst[l::D + 4 * c..][..4].copy_from_slice(&f16_at(blk, q3_k::D).to_le_bytes());
+            for (g, s) in q3_k_scales(&blk[q3_k::SCALES..q3_k::SCALES + 12]).into_iter().enumerate() {
+                dst[l::SCALES + 8 * g + c] = s as u8;
+                dst[l::SCALE_PAIRS + 16 * (g / 2) + 2 * c + g % 2] = s as u8;
+            }
+            // Weight i = 128n + 32j + l: bits 2j of byte 32n + l of `qs`, and the high bit
+            // 4n + j of hmask[l] (as `dequantize` reads them).
+            let low = |i: usize| (blk[q3_k::QS + 32 * (i / 128) + i % 32] >> (2 * ((i / 32) % 4))) & 3;
+            let high = |i: usize| (blk[q3_k::HMASK + i % 32] >> (4 * (i / 128) + (i / 32) % 4)) & 1;
+            let u = |i: usize| low(i) | high(i) << 2;
+            for k in 0..QK_K / 8 {
+                for i in 0..4 {
+                    dst[l::QS + 32 * k + 4 * c + i] = u(8 * k + i) | u(8 * k + 4 + i) << 4;
                 }
             }
         }
