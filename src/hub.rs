@@ -28,9 +28,11 @@ pub struct Preset {
 }
 
 /// The repositories the app offers with one click. Chosen because other runtimes document them
-/// for these models (mojo-dllm's benchmarks use the LLaDA file, llama.cpp users the Dream one)
-/// and both are converted by llama.cpp's own script, whose layout dllm reads.
-pub const PRESETS: [Preset; 2] = [
+/// for these models (mojo-dllm's benchmarks use the LLaDA file, llama.cpp users the Dream one,
+/// LM Studio's tracker the LLaDA-MoE one: lmstudio-bug-tracker issue 1025) and all are converted
+/// by llama.cpp's own script, whose layout dllm reads. No community conversion of RND1 could be
+/// identified; its model card's instructions convert it with that script.
+pub const PRESETS: [Preset; 3] = [
     Preset {
         model: "LLaDA-8B-Instruct",
         spec: "mradermacher/LLaDA-8B-Instruct-GGUF:Q4_K_M",
@@ -40,6 +42,11 @@ pub const PRESETS: [Preset; 2] = [
         model: "Dream-v0-Instruct-7B",
         spec: "bartowski/Dream-org_Dream-v0-Instruct-7B-GGUF:Q4_K_M",
         about: "Dream-org's Dream 7B, instruction tuned; Q4_K_M is about 4.7 GB",
+    },
+    Preset {
+        model: "LLaDA-MoE-7B-A1B-Instruct",
+        spec: "mradermacher/LLaDA-MoE-7B-A1B-Instruct-GGUF:Q4_K_M",
+        about: "inclusionAI's LLaDA-MoE, 7B parameters of which 1.4B run per token; fast on a CPU",
     },
 ];
 
@@ -55,9 +62,10 @@ pub struct RemoteFile {
 impl RemoteFile {
     /// The quant type named in the file name (`...-Q4_K_M.gguf` gives `Q4_K_M`).
     pub fn quant(&self) -> Option<String> {
-        const KNOWN: [&str; 17] = [
-            "Q4_K_M", "Q4_K_S", "Q5_K_M", "Q5_K_S", "Q3_K_M", "Q3_K_L", "Q3_K_S", "Q2_K", "Q6_K", "Q8_0", "Q4_0",
-            "Q4_1", "Q5_0", "Q5_1", "BF16", "F16", "F32",
+        const KNOWN: [&str; 30] = [
+            "Q4_K_M", "Q4_K_S", "Q5_K_M", "Q5_K_S", "Q3_K_M", "Q3_K_L", "Q3_K_S", "Q2_K_S", "Q2_K", "Q6_K", "Q8_0",
+            "Q4_0", "Q4_1", "Q5_0", "Q5_1", "IQ1_S", "IQ1_M", "IQ2_XXS", "IQ2_XS", "IQ2_S", "IQ2_M", "IQ3_XXS",
+            "IQ3_XS", "IQ3_S", "IQ3_M", "IQ4_NL", "IQ4_XS", "BF16", "F16", "F32",
         ];
         let stem = self.path.rsplit('/').next()?.strip_suffix(".gguf")?.to_ascii_uppercase();
         KNOWN.iter().find(|q| stem.ends_with(*q)).map(|q| q.to_string())

@@ -363,9 +363,11 @@ fn values_of(flags: &[&str], family: dllm::model::Family) -> Vec<(Param, Value)>
 #[test]
 fn every_setting_has_a_control_that_reaches_the_plan() {
     use dllm::model::Family;
-    for (model, family) in
-        [("models/llada-tiny-Q8_0.gguf", Family::Llada), ("models/dream-tiny-Q8_0.gguf", Family::Dream)]
-    {
+    for (model, family) in [
+        ("models/llada-tiny-Q8_0.gguf", Family::Llada),
+        ("models/dream-tiny-Q8_0.gguf", Family::Dream),
+        ("moe/models/rnd1-tiny-Q8_0.gguf", Family::Rnd1),
+    ] {
         let mut h = harness();
         h.state_mut().settings.prompt = "Hello".into();
         load(&mut h, &data(model));

@@ -267,9 +267,11 @@ fn plan(model: &str, flags: &[&str]) -> Result<serde_json::Value, String> {
 /// that is parsed but never used fails here.
 #[test]
 fn every_generation_flag_reaches_the_plan() {
-    for (model, family) in
-        [("models/llada-tiny-Q8_0.gguf", Family::Llada), ("models/dream-tiny-Q8_0.gguf", Family::Dream)]
-    {
+    for (model, family) in [
+        ("models/llada-tiny-Q8_0.gguf", Family::Llada),
+        ("models/dream-tiny-Q8_0.gguf", Family::Dream),
+        ("moe/models/rnd1-tiny-Q8_0.gguf", Family::Rnd1),
+    ] {
         let model = data(model);
         let base = plan(&model, &[]).unwrap();
         assert_eq!(base["gen_length"], 32);

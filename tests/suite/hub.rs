@@ -138,13 +138,18 @@ fn missing_repos_and_bad_ids_have_clear_errors() {
 /// file among the names its repository uses.
 #[test]
 fn presets_resolve_to_their_repository_and_quant() {
-    // File names as published in the two repositories (llama.cpp's converter names them).
+    // File names as published in the repositories (llama.cpp's converter names them).
     let listings = [
         ["LLaDA-8B-Instruct.Q4_K_S.gguf", "LLaDA-8B-Instruct.Q4_K_M.gguf", "LLaDA-8B-Instruct.Q8_0.gguf"],
         [
             "Dream-org_Dream-v0-Instruct-7B-Q4_K_S.gguf",
             "Dream-org_Dream-v0-Instruct-7B-Q4_K_M.gguf",
             "Dream-org_Dream-v0-Instruct-7B-Q8_0.gguf",
+        ],
+        [
+            "LLaDA-MoE-7B-A1B-Instruct.IQ4_XS.gguf",
+            "LLaDA-MoE-7B-A1B-Instruct.Q4_K_M.gguf",
+            "LLaDA-MoE-7B-A1B-Instruct.Q8_0.gguf",
         ],
     ];
     for (preset, names) in PRESETS.iter().zip(listings) {
@@ -155,4 +160,10 @@ fn presets_resolve_to_their_repository_and_quant() {
             names.iter().map(|n| RemoteFile { path: n.to_string(), size: 1, sha256: None }).collect();
         assert_eq!(pick(&repo, &files, quant.as_deref()).unwrap().path, names[1]);
     }
+    // The i-quant tiers (mradermacher's imatrix repositories name them `.i1-IQ...`).
+    let quant = |name: &str| RemoteFile { path: name.into(), size: 1, sha256: None }.quant();
+    assert_eq!(quant("LLaDA-8B-Instruct.i1-IQ4_XS.gguf").as_deref(), Some("IQ4_XS"));
+    assert_eq!(quant("m.i1-IQ3_XXS.gguf").as_deref(), Some("IQ3_XXS"));
+    assert_eq!(quant("m.i1-IQ3_XS.gguf").as_deref(), Some("IQ3_XS"));
+    assert_eq!(quant("m.Q2_K_S.gguf").as_deref(), Some("Q2_K_S"));
 }
