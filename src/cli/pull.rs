@@ -10,7 +10,7 @@ use dllm::summary::human_bytes;
 #[derive(clap::Args)]
 pub struct Args {
     /// Repository, optionally with the quant to pick: owner/name or owner/name:Q4_K_M; or a
-    /// preset's model name (LLaDA-8B-Instruct, Dream-v0-Instruct-7B)
+    /// preset's model name (LLaDA-8B-Instruct, Dream-v0-Instruct-7B, LLaDA-MoE-7B-A1B-Instruct)
     spec: String,
     /// The exact file to download (instead of picking by quant)
     #[arg(long)]
