@@ -20,13 +20,17 @@ pub struct Args {
 pub fn run(args: Args) -> anyhow::Result<()> {
     let gguf = GgufFile::open(&args.model)?;
     let s = Summary::of(&gguf);
-    // The end-of-generation set as the engine builds it (a file whose tokenizer dllm cannot
-    // build still gets described, with the reason instead).
-    let eog: Result<Vec<(u32, String)>, String> = match &s.tokenizer {
-        Some(_) => Tokenizer::from_gguf(&gguf)
-            .map(|tk| tk.special.eog.iter().map(|&id| (id, tk.piece(id))).collect())
-            .map_err(|e| e.to_string()),
+    // The tokenizer as the engine builds it, for its end-of-generation set and pre-tokenizer
+    // (a file whose tokenizer dllm cannot build still gets described, with the reason instead).
+    let tokenizer = s.tokenizer.as_ref().map(|_| Tokenizer::from_gguf(&gguf).map_err(|e| e.to_string()));
+    let eog: Result<Vec<(u32, String)>, String> = match &tokenizer {
+        Some(Ok(tk)) => Ok(tk.special.eog.iter().map(|&id| (id, tk.piece(id))).collect()),
+        Some(Err(e)) => Err(e.clone()),
         None => Ok(Vec::new()),
+    };
+    let pre_tokenizer = match &tokenizer {
+        Some(Ok(tk)) => Some(tk.pre_tokenizer),
+        _ => None,
     };
     let isa = active_isa();
     let runs = |ty| describe_product(ty, isa).unwrap_or_else(|| "not supported by dllm".to_owned());
@@ -36,6 +40,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             Ok(ids) => ids.iter().map(|(id, text)| serde_json::json!({ "id": id, "text": text })).collect(),
             Err(e) => serde_json::json!({ "error": e }),
         };
+        j["pre_tokenizer"] = serde_json::to_value(pre_tokenizer)?;
         j["products"] = s.types.iter().map(|t| (t.ty.to_string(), serde_json::Value::from(runs(t.ty)))).collect();
         println!("{}", serde_json::to_string_pretty(&j)?);
         return Ok(());
@@ -85,6 +90,15 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 println!("  end of generation: {}", if shown.is_empty() { "-".into() } else { shown.join(", ") });
             }
             Err(e) => println!("  (the tokenizer cannot be built: {e})"),
+        }
+        if let Some(p) = pre_tokenizer {
+            println!(
+                "  pre-tokenizer: {} regexes, merges ignored {}, BOS by default {}, spaces cleaned on detokenizing {}",
+                p.regexes.len(),
+                p.ignore_merges,
+                p.add_bos,
+                p.clean_spaces
+            );
         }
     }
     println!("chat template: {}", if s.chat_template { "yes" } else { "no" });

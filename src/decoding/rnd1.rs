@@ -12,7 +12,7 @@
 //! entropy is NaN (0 x -inf for the filtered tokens) and its choice arbitrary, so dllm takes the
 //! entropy over the kept tokens; its random draws come from dllm's seeded generator, not torch's.
 
-use super::{Candidate, Denoiser, SamplerError};
+use super::{Denoiser, SamplerError};
 use crate::backend::RowRule;
 use crate::forward::Pass;
 
@@ -42,11 +42,10 @@ pub(super) fn run(d: &mut Denoiser, steps: usize) -> Result<(), SamplerError> {
             candidates.drain(..keep.min(candidates.len()));
             candidates.sort_by_key(|c| c.0);
         }
-        let committed: Vec<Candidate> = candidates;
-        for c in &committed {
+        for c in &candidates {
             maskable[c.0] = false;
         }
-        if !d.end_step(&committed) {
+        if !d.end_step(&candidates) {
             return Ok(());
         }
     }

@@ -21,12 +21,11 @@ pub fn dot_with_q8_0(ty: GgmlType, w: &[u8], a: &[BlockQ8_0]) -> f32 {
     sum
 }
 
-/// A block of a type that takes Q8_0 activations as its f16 scale and 32 signed levels (the
-/// weights are `d x level`).
+/// A Q4_0, Q5_0 or IQ4_NL block as its f16 scale and 32 signed levels (the weights are
+/// `d x level`; Q8_0's are its bytes).
 pub fn levels_q8_0(ty: GgmlType, b: &[u8]) -> (half::f16, [i8; QK]) {
     let d = |at: usize| half::f16::from_le_bytes([b[at], b[at + 1]]);
     match ty {
-        GgmlType::Q8_0 => (d(q8_0::D), std::array::from_fn(|j| b[q8_0::QS + j] as i8)),
         GgmlType::Q4_0 => {
             let mut v = [0i8; QK];
             for j in 0..QK / 2 {

@@ -18,7 +18,7 @@ const QWEN2: &str = r"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|
 const GPT2: &str = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)";
 
 /// One family of pre-tokenizer names.
-#[derive(Debug)]
+#[derive(Debug, serde::Serialize)]
 pub struct PreTokenizer {
     /// The `tokenizer.ggml.pre` values llama.cpp maps to this pre-tokenizer.
     pub names: &'static [&'static str],
@@ -29,7 +29,8 @@ pub struct PreTokenizer {
     /// Whether BOS is prepended when the file has no `tokenizer.ggml.add_bos_token`.
     pub add_bos: bool,
     /// llama.cpp's detokenizer removes the spaces the pre-tokenizer put before punctuation
-    /// (`clean_up_tokenization_spaces`); dllm decodes the bytes as they are and reports the flag.
+    /// (`clean_up_tokenization_spaces`); dllm decodes the bytes as they are and reports the flag
+    /// (`dllm inspect`).
     pub clean_spaces: bool,
 }
 

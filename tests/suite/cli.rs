@@ -61,6 +61,14 @@ fn inspect_shows_end_of_generation_and_how_each_type_runs() {
         .map(|t| (t["id"].as_u64().unwrap(), t["text"].as_str().unwrap()))
         .collect();
     assert_eq!(eog, vec![(701, "<|endoftext|>"), (702, "<|eot_id|>")]);
+    // The fixture's llama-bpe row: merges ignored, BOS by default, spaces cleaned.
+    let pre = &j["pre_tokenizer"];
+    assert_eq!(
+        (&pre["ignore_merges"], &pre["add_bos"], &pre["clean_spaces"]),
+        (&true.into(), &true.into(), &true.into())
+    );
+    let j = inspect_json("tokenizer/ggml-vocab-bailingmoe.gguf");
+    assert_eq!(j["pre_tokenizer"]["clean_spaces"], false, "bailingmoe keeps its spaces");
     let j = inspect_json("quants/models/llada-tiny-IQ3_S.gguf");
     let products = j["products"].as_object().unwrap();
     assert!(products["IQ3_S"].as_str().unwrap().starts_with("Q8_K activations"), "{products:?}");

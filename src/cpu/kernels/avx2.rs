@@ -63,6 +63,39 @@ unsafe fn finish_block_with_mins(
     }
 }
 
+/// The i16 products of one chunk: four weights of each column (`lo`, unsigned) with activations
+/// `y[0..4]`, and four more (`hi`) with `y[4..8]`, pairs summed (the nibble kernels' step).
+/// Safety: the module's contract; `y` points at eight readable activations.
+#[inline(always)]
+unsafe fn chunk_products(lo: __m256i, hi: __m256i, y: *const u8) -> __m256i {
+    // SAFETY: the caller's contract.
+    unsafe {
+        let a_lo = _mm256_set1_epi32((y as *const i32).read_unaligned());
+        let a_hi = _mm256_set1_epi32((y.add(4) as *const i32).read_unaligned());
+        _mm256_add_epi16(_mm256_maddubs_epi16(lo, a_lo), _mm256_maddubs_epi16(hi, a_hi))
+    }
+}
+
+/// `sum over the 16 groups g of v[g][c] x bsum[g]` per column c, `v` the columns' per-group
+/// bytes laid out as `[8 pairs][8 columns][2]` at `pairs` (signed scales or unsigned mins):
+/// 32-bit element `pair` of the activation sums holds those of groups 2 pair and 2 pair + 1,
+/// the i16 pair that column c's byte pair multiplies.
+/// Safety: the module's contract, with `O`'s instruction set; `pairs` holds the 128 bytes.
+#[inline(always)]
+unsafe fn pair_scaled_sums<O: Int8Dot>(pairs: *const u8, signed: bool, y: &BlockQ8K) -> __m256i {
+    // SAFETY: the caller's contract.
+    unsafe {
+        let bsums = _mm256_loadu_si256(y.bsums.as_ptr() as *const __m256i);
+        let mut out = _mm256_setzero_si256();
+        for pair in 0..8 {
+            let bytes = _mm_loadu_si128(pairs.add(16 * pair) as *const __m128i);
+            let v = if signed { _mm256_cvtepi8_epi16(bytes) } else { _mm256_cvtepu8_epi16(bytes) };
+            out = O::dot_i16(out, v, _mm256_permutevar8x32_epi32(bsums, _mm256_set1_epi32(pair as i32)));
+        }
+        out
+    }
+}
+
 /// Where a Q4_K-like block keeps its fields: (block size, d, dmin, packed scales).
 type K4Layout = (usize, usize, usize, usize);
 
@@ -288,9 +321,7 @@ unsafe fn gemm_k4_like_x8<O: Int8Dot, const R: usize>(
                     let v = 32 * j + 8 * k;
                     for r in 0..R {
                         let y = a[r].get_unchecked(b).qs.as_ptr().add(v);
-                        let a_lo = _mm256_set1_epi32((y as *const i32).read_unaligned());
-                        let a_hi = _mm256_set1_epi32((y.add(4) as *const i32).read_unaligned());
-                        let s = _mm256_add_epi16(_mm256_maddubs_epi16(lo, a_lo), _mm256_maddubs_epi16(hi, a_hi));
+                        let s = chunk_products(lo, hi, y as *const u8);
                         acc16[r] = _mm256_add_epi16(acc16[r], s);
                     }
                     if (k + 1) % chunks_per_i16 == 0 {
@@ -398,9 +429,7 @@ unsafe fn gemm_q6_k_x8<O: Int8Dot, const R: usize>(group: &[u8], a: &[&[BlockQ8K
                     );
                     for r in 0..R {
                         let y = a[r].get_unchecked(b).qs.as_ptr().add(8 * k);
-                        let a_lo = _mm256_set1_epi32((y as *const i32).read_unaligned());
-                        let a_hi = _mm256_set1_epi32((y.add(4) as *const i32).read_unaligned());
-                        let s = _mm256_add_epi16(_mm256_maddubs_epi16(lo, a_lo), _mm256_maddubs_epi16(hi, a_hi));
+                        let s = chunk_products(lo, hi, y as *const u8);
                         acc[r] = O::dot_i16(acc[r], s, scales);
                     }
                 }
@@ -438,15 +467,7 @@ unsafe fn finish_offset_block<O: Int8Dot, const SHIFT: i32>(
 ) -> __m256 {
     // SAFETY: the caller's contract.
     unsafe {
-        // 32-bit element `pair` of the activation sums holds those of scale groups 2 pair and
-        // 2 pair + 1, the i16 pair that column c's scale pair multiplies.
-        let bsums = _mm256_loadu_si256(y.bsums.as_ptr() as *const __m256i);
-        let mut offset = _mm256_setzero_si256();
-        for pair in 0..8 {
-            let sc = _mm256_cvtepi8_epi16(_mm_loadu_si128(scale_pairs.add(16 * pair) as *const __m128i));
-            let sums = _mm256_permutevar8x32_epi32(bsums, _mm256_set1_epi32(pair as i32));
-            offset = O::dot_i16(offset, sc, sums);
-        }
+        let offset = pair_scaled_sums::<O>(scale_pairs, true, y);
         let acc = _mm256_sub_epi32(acc, _mm256_slli_epi32(offset, SHIFT));
         let d = _mm256_loadu_ps(d as *const f32);
         _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc), _mm256_mul_ps(d, _mm256_set1_ps(y.d)), sum)
@@ -485,9 +506,6 @@ unsafe fn gemm_q8_0_x8<O: Int8Dot, const R: usize>(group: &[u8], a: &[&[BlockQ8_
     }
 }
 
-/// The packed kernels compiled for one instruction set: `$features` enabled, `$dot` for the
-/// integer multiply-accumulates. Safety contract as for the module, with `$features` in place
-/// of AVX2 and FMA.
 /// Eight interleaved Q3_K columns (`cpu::kernels::repack` layout, one group) against R activation
 /// rows. The unsigned 3-bit values are nibbles (Q4_K's unpacking); a group of 16 is two chunks,
 /// whose byte products (at most 2 x 2 x 2 x 7 x 127 = 7112) are summed in i16, then scaled by the
@@ -515,9 +533,7 @@ unsafe fn gemm_q3_k_x8<O: Int8Dot, const R: usize>(group: &[u8], a: &[&[BlockQ8K
                     let (lo, hi) = (_mm256_and_si256(q, m4), _mm256_and_si256(_mm256_srli_epi16(q, 4), m4));
                     for r in 0..R {
                         let y = a[r].get_unchecked(b).qs.as_ptr().add(8 * k);
-                        let a_lo = _mm256_set1_epi32((y as *const i32).read_unaligned());
-                        let a_hi = _mm256_set1_epi32((y.add(4) as *const i32).read_unaligned());
-                        let s = _mm256_add_epi16(_mm256_maddubs_epi16(lo, a_lo), _mm256_maddubs_epi16(hi, a_hi));
+                        let s = chunk_products(lo, hi, y as *const u8);
                         acc16[r] = _mm256_add_epi16(acc16[r], s);
                     }
                 }
@@ -571,14 +587,7 @@ unsafe fn gemm_q2_k_x8<O: Int8Dot, const R: usize>(group: &[u8], a: &[&[BlockQ8K
             let dmin = _mm256_loadu_ps(p.add(l::DMIN) as *const f32);
             for r in 0..R {
                 let y = a[r].get_unchecked(b);
-                // 32-bit element `pair` of the activation sums holds those of groups 2 pair and
-                // 2 pair + 1, the i16 pair that column c's min pair multiplies.
-                let bsums = _mm256_loadu_si256(y.bsums.as_ptr() as *const __m256i);
-                let mut mins = _mm256_setzero_si256();
-                for pair in 0..8 {
-                    let m = _mm256_cvtepu8_epi16(_mm_loadu_si128(p.add(l::MIN_PAIRS + 16 * pair) as *const __m128i));
-                    mins = O::dot_i16(mins, m, _mm256_permutevar8x32_epi32(bsums, _mm256_set1_epi32(pair as i32)));
-                }
+                let mins = pair_scaled_sums::<O>(p.add(l::MIN_PAIRS), false, y);
                 let t = _mm256_mul_ps(_mm256_cvtepi32_ps(acc[r]), d);
                 let t = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(mins), dmin, t);
                 sum[r] = _mm256_fmadd_ps(t, _mm256_set1_ps(y.d), sum[r]);
@@ -679,10 +688,8 @@ unsafe fn gemm_q4_0_like_x8<O: Int8Dot, const R: usize, const FIFTH: bool>(
                     hi = _mm256_or_si256(hi, fifth(2 * k + 1));
                 }
                 for r in 0..R {
-                    let y = a[r].get_unchecked(b).qs.as_ptr().add(8 * k) as *const u8;
-                    let a_lo = _mm256_set1_epi32((y as *const i32).read_unaligned());
-                    let a_hi = _mm256_set1_epi32((y.add(4) as *const i32).read_unaligned());
-                    let s = _mm256_add_epi16(_mm256_maddubs_epi16(lo, a_lo), _mm256_maddubs_epi16(hi, a_hi));
+                    let y = a[r].get_unchecked(b).qs.as_ptr().add(8 * k);
+                    let s = chunk_products(lo, hi, y as *const u8);
                     acc16[r] = _mm256_add_epi16(acc16[r], s);
                 }
                 if !FIFTH && k < 3 || FIFTH && k % 2 == 0 {
@@ -704,6 +711,9 @@ unsafe fn gemm_q4_0_like_x8<O: Int8Dot, const R: usize, const FIFTH: bool>(
     }
 }
 
+/// The packed kernels compiled for one instruction set: `$features` enabled, `$dot` for the
+/// integer multiply-accumulates. Safety contract as for the module, with `$features` in place
+/// of AVX2 and FMA.
 macro_rules! packed_entry_points {
     ($name:ident, $features:literal, $dot:ty) => {
         pub mod $name {
