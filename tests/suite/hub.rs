@@ -5,7 +5,9 @@
 use crate::common;
 
 use std::collections::HashMap;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
 
 use common::mock_hub::{COMMIT, MockHub, REPO, start_mock};
 use dllm::engine::{LoadOptions, Session};
@@ -17,7 +19,7 @@ fn fixture() -> (String, Vec<u8>) {
 
 fn hub(mock: &MockHub) -> (Hub, tempdir::Dir) {
     let dir = tempdir::Dir::new();
-    (Hub { endpoint: mock.endpoint.clone(), cache_dir: dir.0.clone() }, dir)
+    (Hub::new(&mock.endpoint, dir.0.join("cache")), dir)
 }
 
 mod tempdir {
@@ -116,8 +118,174 @@ fn a_corrupt_transfer_is_never_offered_as_a_model() {
     let files = hub.list_gguf(REPO).unwrap();
     let err = hub.download(REPO, &files[0], &mut |_, _| {}, &AtomicBool::new(false)).unwrap_err();
     assert!(matches!(err, HubError::Verify { .. }), "{err}");
-    assert!(err.to_string().contains("sha256"), "{err}");
+    assert!(err.to_string().contains("sha256") && err.to_string().contains(&files[0].path), "{err}");
     assert!(hub.cached(REPO, &files[0]).is_none());
+}
+
+/// Every file under `dir`, links included (not followed).
+fn tree(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if entry.file_type().is_ok_and(|t| t.is_dir()) {
+            out.extend(tree(&path));
+        }
+        out.push(path);
+    }
+    out.sort();
+    out
+}
+
+/// #23.1: the ETag, commit, digest and file names a server sends never become a path outside
+/// the cache. Before, an ETag of `"../../../../<file>"` overwrote that file through hf-hub.
+#[test]
+fn a_hostile_server_cannot_write_outside_the_cache() {
+    let (name, bytes) = fixture();
+    let mock = start_mock(HashMap::from([(name, bytes.clone())]));
+    let (hub, dir) = hub(&mock);
+    let victim = dir.0.join("precious.txt");
+    std::fs::write(&victim, b"precious").unwrap();
+    let outside = || {
+        let mut t = tree(&dir.0);
+        t.retain(|p| !p.starts_with(&hub.cache_dir));
+        t
+    };
+    let before = outside();
+
+    // An ETag naming the victim: ignored (blobs are named by the verified sha256).
+    mock.faults.lock().unwrap().etag = Some(format!("\"../../../../../../../..{}\"", victim.display()));
+    let files = hub.list_gguf(REPO).unwrap();
+    let path = hub.download(REPO, &files[0], &mut |_, _| {}, &AtomicBool::new(false)).unwrap();
+    assert_eq!(std::fs::read(&path).unwrap(), bytes);
+    assert_eq!(std::fs::read(&victim).unwrap(), b"precious");
+
+    // A commit id that climbs out.
+    let fresh = Hub::new(&mock.endpoint, dir.0.join("cache2"));
+    mock.faults.lock().unwrap().commit = Some("../../../../escaped".into());
+    let err = fresh.download(REPO, &files[0], &mut |_, _| {}, &AtomicBool::new(false)).unwrap_err();
+    assert!(matches!(err, HubError::Untrusted { .. }) && err.to_string().contains(&mock.endpoint), "{err}");
+    mock.faults.lock().unwrap().commit = None;
+
+    // Listed names that are absolute or climb out, and a digest that is not one.
+    for name in [format!("{}/abs.gguf", dir.0.display()), "../../escape.gguf".into(), "a/../../b.gguf".into()] {
+        mock.faults.lock().unwrap().extra_listed_name = Some(name.clone());
+        let err = hub.list_gguf(REPO).unwrap_err();
+        assert!(matches!(err, HubError::Untrusted { .. }) && err.to_string().contains(&mock.endpoint), "{name}: {err}");
+    }
+    mock.faults.lock().unwrap().extra_listed_name = None;
+    mock.faults.lock().unwrap().listed_oid = Some("../../../../x".into());
+    assert!(matches!(hub.list_gguf(REPO), Err(HubError::Untrusted { .. })));
+    // A forged RemoteFile is checked by download too.
+    let forged = RemoteFile { path: "../../../escape.gguf".into(), size: 1, sha256: None };
+    assert!(matches!(
+        fresh.download(REPO, &forged, &mut |_, _| {}, &AtomicBool::new(false)),
+        Err(HubError::Untrusted { .. })
+    ));
+
+    assert_eq!(outside(), before, "nothing was written outside the cache");
+    assert!(!dir.0.join("escaped").exists() && !std::env::temp_dir().join("escape.gguf").exists());
+}
+
+/// #23.1: repository ids that are paths are refused before any request.
+#[test]
+fn repository_ids_that_climb_out_are_refused() {
+    for bad in ["../..", "owner/..", "../name", "owner/.", "a/b--c", "owner/na..me"] {
+        assert!(matches!(parse_spec(bad), Err(HubError::BadRepoId(_))), "{bad}");
+        let hub = Hub::new("http://127.0.0.1:9", std::env::temp_dir().join("dllm-never-created"));
+        assert!(matches!(hub.list_gguf(bad), Err(HubError::BadRepoId(_))), "{bad}");
+    }
+}
+
+/// #23.1: a redirect without a Location is an error value, not a panic in the transfer.
+#[test]
+fn a_redirect_without_location_is_an_error() {
+    let (name, bytes) = fixture();
+    let mock = start_mock(HashMap::from([(name, bytes)]));
+    let (hub, _dir) = hub(&mock);
+    let files = hub.list_gguf(REPO).unwrap();
+    mock.faults.lock().unwrap().redirect_without_location = true;
+    let err = hub.download(REPO, &files[0], &mut |_, _| {}, &AtomicBool::new(false)).unwrap_err();
+    assert!(err.to_string().contains(&files[0].path), "{err}");
+}
+
+/// #23.2: after a transfer that fails verification, the next try downloads the file anew
+/// (it used to fail for ever with "http status: 416").
+#[test]
+fn after_a_failed_verification_the_next_try_succeeds() {
+    let (name, bytes) = fixture();
+    let mock = start_mock(HashMap::from([(name, bytes.clone())]));
+    let (hub, _dir) = hub(&mock);
+    let files = hub.list_gguf(REPO).unwrap();
+    // The listed digest is right; the bytes the server sends are not.
+    mock.faults.lock().unwrap().corrupt_bodies = true;
+    let err = hub.download(REPO, &files[0], &mut |_, _| {}, &AtomicBool::new(false)).unwrap_err();
+    assert!(matches!(err, HubError::Verify { .. }) && err.to_string().contains(&files[0].path), "{err}");
+    mock.faults.lock().unwrap().corrupt_bodies = false;
+    let path = hub.download(REPO, &files[0], &mut |_, _| {}, &AtomicBool::new(false)).unwrap();
+    assert_eq!(std::fs::read(&path).unwrap(), bytes);
+}
+
+/// #23.2: a server that refuses the resume (416) gets one fresh start.
+#[test]
+fn a_refused_resume_starts_once_more_from_zero() {
+    let (name, bytes) = fixture();
+    let mock = start_mock(HashMap::from([(name, bytes.clone())]));
+    let (hub, _dir) = hub(&mock);
+    let files = hub.list_gguf(REPO).unwrap();
+    mock.faults.lock().unwrap().cut_next_transfer_at = Some(300_000);
+    assert!(hub.download(REPO, &files[0], &mut |_, _| {}, &AtomicBool::new(false)).is_err());
+    mock.faults.lock().unwrap().refuse_ranges = true;
+    let path = hub.download(REPO, &files[0], &mut |_, _| {}, &AtomicBool::new(false)).unwrap();
+    assert_eq!(std::fs::read(&path).unwrap(), bytes);
+    assert_eq!(*mock.ranges.lock().unwrap(), vec![0, 0], "the refused resume was not counted as a transfer");
+    assert!(mock.revisions.lock().unwrap().iter().all(|r| r == COMMIT), "pinned to the listed commit");
+}
+
+/// #23.2: a server that sends 4 KiB and stops is reported as stalled, naming the file, and
+/// the 4 KiB are resumed from.
+#[test]
+fn a_stalled_transfer_times_out_and_resumes() {
+    let (name, bytes) = fixture();
+    let mock = start_mock(HashMap::from([(name, bytes.clone())]));
+    let (mut hub, _dir) = hub(&mock);
+    hub.stall_timeout = Duration::from_secs(1);
+    let files = hub.list_gguf(REPO).unwrap();
+    mock.faults.lock().unwrap().stall_after = Some(4096);
+    let err = hub.download(REPO, &files[0], &mut |_, _| {}, &AtomicBool::new(false)).unwrap_err();
+    let text = err.to_string();
+    assert!(
+        text.contains(&files[0].path) && text.contains("sent nothing for 1 s") && text.contains("4096 of"),
+        "{text}"
+    );
+    mock.faults.lock().unwrap().stall_after = None;
+    let path = hub.download(REPO, &files[0], &mut |_, _| {}, &AtomicBool::new(false)).unwrap();
+    assert_eq!(std::fs::read(&path).unwrap(), bytes);
+    assert_eq!(*mock.ranges.lock().unwrap(), vec![0, 4096]);
+}
+
+/// #23.2: Cancel returns at once while the server sends nothing (the transfer thread ends on
+/// its own at its next read).
+#[test]
+fn cancel_does_not_wait_for_bytes() {
+    let (name, bytes) = fixture();
+    let mock = start_mock(HashMap::from([(name, bytes)]));
+    let (hub, _dir) = hub(&mock);
+    let files = hub.list_gguf(REPO).unwrap();
+    mock.faults.lock().unwrap().stall_after = Some(4096);
+    let cancel = AtomicBool::new(false);
+    let started = Instant::now();
+    let err = std::thread::scope(|s| {
+        s.spawn(|| {
+            std::thread::sleep(Duration::from_millis(300));
+            cancel.store(true, Ordering::Relaxed);
+        });
+        hub.download(REPO, &files[0], &mut |_, _| {}, &cancel).unwrap_err()
+    });
+    assert!(matches!(err, HubError::Cancelled), "{err}");
+    // The stall timeout is 30 s; returning well before it shows the cancel did not wait.
+    assert!(started.elapsed() < Duration::from_secs(10), "{:?}", started.elapsed());
+    let again = hub.download(REPO, &files[0], &mut |_, _| {}, &AtomicBool::new(false)).unwrap_err();
+    assert!(matches!(again, HubError::Busy { .. }) && again.to_string().contains(&files[0].path), "{again}");
 }
 
 #[test]
@@ -129,9 +297,12 @@ fn missing_repos_and_bad_ids_have_clear_errors() {
     assert!(matches!(parse_spec("just-a-name"), Err(HubError::BadRepoId(_))));
     assert!(matches!(parse_spec("a/b:"), Err(HubError::BadRepoId(_))));
     assert_eq!(parse_spec("owner/repo:Q6_K").unwrap(), ("owner/repo".to_string(), Some("Q6_K".to_string())));
-    let offline = Hub { endpoint: "http://127.0.0.1:9".into(), cache_dir: std::env::temp_dir() };
+    let offline = Hub::new("http://127.0.0.1:9", std::env::temp_dir().join("dllm-offline-cache"));
     let err = offline.list_gguf("owner/repo").unwrap_err();
     assert!(matches!(err, HubError::Network { .. }) && err.to_string().contains("cannot reach"), "{err}");
+    let file = RemoteFile { path: "m.gguf".into(), size: 10, sha256: None };
+    let err = offline.download("owner/repo", &file, &mut |_, _| {}, &AtomicBool::new(false)).unwrap_err();
+    assert!(err.to_string().contains("cannot reach") && !err.to_string().contains("disk"), "not a disk error: {err}");
 }
 
 /// Each preset is a valid spec, its model name stands for it, and its quant picks the right
