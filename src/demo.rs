@@ -30,10 +30,12 @@ pub fn path() -> Result<PathBuf, String> {
     path_in(&crate::paths::cache_dir())
 }
 
-/// The demo model's file in `dir`, written there if missing or of the wrong size.
+/// The demo model's file in `dir`, written there if missing or different from the bundled
+/// bytes. The copy is compared whole (a few megabytes, read in milliseconds), so a damaged copy
+/// of the right size is replaced too.
 pub fn path_in(dir: &Path) -> Result<PathBuf, String> {
     let target = dir.join(format!("demo-model-{}.gguf", short_hash()));
-    if std::fs::metadata(&target).is_ok_and(|m| m.len() == BYTES.len() as u64) {
+    if std::fs::read(&target).is_ok_and(|bytes| bytes == BYTES) {
         return Ok(target);
     }
     let fail = |what: &str, e: std::io::Error| {
@@ -74,6 +76,11 @@ mod tests {
         assert_eq!(first, again);
         // A truncated copy (say, from a full disk) is replaced, not used.
         std::fs::write(&first, &BYTES[..100]).unwrap();
+        assert_eq!(std::fs::read(path_in(&dir).unwrap()).unwrap(), BYTES);
+        // So is one of the right size with a flipped byte.
+        let mut damaged = BYTES.to_vec();
+        damaged[BYTES.len() / 2] ^= 0xff;
+        std::fs::write(&first, &damaged).unwrap();
         assert_eq!(std::fs::read(path_in(&dir).unwrap()).unwrap(), BYTES);
         std::fs::remove_dir_all(&dir).unwrap();
     }

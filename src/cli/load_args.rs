@@ -25,8 +25,12 @@ impl LoadArgs {
 /// Before a command exits: waits for the pack cache file its load started, so that the next
 /// load finds it (an unfinished one is thrown away), and says if it could not be written.
 pub fn finish_pack_cache(session: &dllm::engine::Session) {
-    if let dllm::model::Preparation::PackedWritingCache(path) = &session.info().prepared {
-        eprintln!("finishing the pack cache for faster loads: {}", path.display());
+    match &session.info().prepared {
+        dllm::model::Preparation::PackedWritingCache(path) => {
+            eprintln!("finishing the pack cache for faster loads: {}", path.display());
+        }
+        damaged @ dllm::model::Preparation::RepackedDamagedCache { .. } => eprintln!("warning: {damaged}"),
+        _ => {}
     }
     if let Some(Err(e)) = session.wait_for_pack_cache() {
         eprintln!("warning: the packed weights were not cached ({e}); the next load packs them again");

@@ -1,6 +1,7 @@
 //! The `dllm` command line: thin wrappers over the library.
 
 mod bench;
+mod cache;
 mod inspect;
 mod load_args;
 mod logits;
@@ -41,6 +42,8 @@ enum Command {
     Pull(pull::Args),
     /// Measure ms per step, tokens/s, startup, memory and efficiency against the int8 peak
     Bench(bench::Args),
+    /// List, verify or clear the packed-weight cache files
+    Cache(cache::Args),
 }
 
 pub fn main() -> anyhow::Result<()> {
@@ -53,6 +56,7 @@ pub fn main() -> anyhow::Result<()> {
         Some(Command::Logits(a)) => logits::run(a),
         Some(Command::Bench(a)) => bench::run(a, process_start),
         Some(Command::Pull(a)) => pull::run(a),
+        Some(Command::Cache(a)) => cache::run(a),
         None => {
             let model = match cli.model {
                 Some(path) => Some(path),

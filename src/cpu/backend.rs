@@ -13,7 +13,7 @@ use super::ops::attention::{AttentionScratch, AttentionShape, attention};
 use super::ops::matmul::{MatmulScratch, Matrix, grow, matmul, matmul_same_input};
 use super::ops::norm::rms_norm;
 use super::ops::{add_into, swiglu};
-use super::pack_cache::{CacheWrite, MatrixSpec, PackCache};
+use super::pack_cache::{CacheMiss, CacheWrite, MatrixSpec, PackCache};
 use crate::backend::{Act, Backend, Keys, Loaded, PassShape};
 use crate::gguf::GgufFile;
 use crate::model::rope::RopeTable;
@@ -122,11 +122,15 @@ fn pack_for_kernels(
         .map(|m| MatrixSpec { ty: m.ty, n_in: m.n_in, n_out: m.n_out, source_offset: m.offset as u64 })
         .collect();
     let cache = pack_cache.and_then(|dir| PackCache::for_model(dir, gguf, &specs));
-    let from_cache = cache.as_ref().and_then(|c| c.read(&specs));
-    let reading_cache = from_cache.is_some();
+    let from_cache = cache.as_ref().map(|c| c.read(&specs));
+    let damaged = match &from_cache {
+        Some(Err(CacheMiss::Damaged(why))) => Some(why.clone()),
+        _ => None,
+    };
+    let reading_cache = matches!(from_cache, Some(Ok(_)));
     let packed_all: Vec<Arc<Packed>> = match from_cache {
-        Some(packed) => packed.into_iter().map(Arc::new).collect(),
-        None => {
+        Some(Ok(packed)) => packed.into_iter().map(Arc::new).collect(),
+        _ => {
             let total: usize = weights.products().filter(|m| packs(m)).map(|m| m.n_bytes).sum();
             let mut done = 0;
             let mut packed_all = Vec::with_capacity(specs.len());
@@ -157,10 +161,14 @@ fn pack_for_kernels(
         Some(cache) if reading_cache => {
             Prepared { how: Preparation::FromPackCache(cache.path().to_path_buf()), cache_write: None }
         }
-        Some(cache) => Prepared {
-            how: Preparation::PackedWritingCache(cache.path().to_path_buf()),
-            cache_write: Some(cache.write_in_background(packed_all)),
-        },
+        Some(cache) => {
+            let path = cache.path().to_path_buf();
+            let how = match damaged {
+                Some(why) => Preparation::RepackedDamagedCache { path, why },
+                None => Preparation::PackedWritingCache(path),
+            };
+            Prepared { how, cache_write: Some(cache.write_in_background(packed_all)) }
+        }
         None => Prepared { how: Preparation::PackedInMemory, cache_write: None },
     };
     (mapped, prepared)

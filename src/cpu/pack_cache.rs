@@ -6,11 +6,14 @@
 //! after the first load packs in memory, a background thread writes the packed matrices to
 //! one file in the cache directory, and later loads map that file read-only.
 //!
-//! A cache file is trusted only under its final name and only with the expected header. It is
-//! written under a temporary name, flushed to disk, then renamed, so an interrupted write never
-//! looks complete; the header names the source file (length, modification time, device,
-//! inode) and fingerprints the layout (format version and every matrix's type, shape and
-//! offset). Any difference, or a file of the wrong length, means: pack again and rewrite.
+//! A cache file is trusted only under its final name, only with the expected header and only
+//! when every region's checksum holds. It is written under a temporary name, flushed to disk,
+//! then renamed, so an interrupted write never looks complete; the header names the source file
+//! (length, modification time, device, inode) and fingerprints the layout (format version and
+//! every matrix's type, shape and offset). Any difference, or a file of the wrong length, means:
+//! pack again and rewrite. The bytes themselves are checked too: a trailer holds each region's
+//! offset, length and XXH3-64, verified at every load (in parallel, a fraction of a second for
+//! 5 GB), because a flipped byte in packed weights changes answers without any other sign.
 //! There is one cache file per model path, so a changed model replaces its old cache, and the
 //! header records that path, so that writing a cache removes those of models that are gone.
 
@@ -21,6 +24,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread::JoinHandle;
 
+use rayon::prelude::*;
+use xxhash_rust::xxh3::xxh3_64;
+
 use super::kernels::repack::{Packed, PackedBytes, packed_len};
 use crate::gguf::GgufFile;
 use crate::quant::GgmlType;
@@ -28,12 +34,17 @@ use crate::quant::GgmlType;
 const MAGIC: &[u8; 8] = b"DLLMPACK";
 /// Bumped whenever a packed layout (`cpu::kernels::repack`) or this header changes, which invalidates
 /// every cache.
-const FORMAT_VERSION: u32 = 2;
+const FORMAT_VERSION: u32 = 3;
+/// Where the header keeps the region count (u32) and the end of the regions (u64).
+const REGION_COUNT_AT: usize = 12;
+const DATA_END_AT: usize = 64;
 /// Where the header keeps the model file's path: its length (u16) then its bytes.
 const SOURCE_PATH_AT: usize = 72;
 /// Header bytes; regions start page-aligned after it.
 const HEADER: usize = 4096;
 const ALIGN: usize = 4096;
+/// One trailer entry: a region's offset, length and XXH3-64, each a little-endian u64.
+const ENTRY: usize = 24;
 
 /// A cache file being written: joins to its path, or to why it could not be written.
 pub type CacheWrite = JoinHandle<Result<PathBuf, String>>;
@@ -53,7 +64,17 @@ pub struct PackCache {
     header: Vec<u8>,
     /// Byte range of each matrix's packed data in the file.
     regions: Vec<(usize, usize)>,
-    len: usize,
+    /// Where the regions end and the trailer starts.
+    data_end: usize,
+}
+
+/// Why a cache file was not used.
+#[derive(Debug, PartialEq)]
+pub enum CacheMiss {
+    /// None there, or one for another file, version of it or layout: pack and write one.
+    NoValidFile,
+    /// Right header, wrong bytes: the file was damaged after it was written.
+    Damaged(String),
 }
 
 impl PackCache {
@@ -88,6 +109,8 @@ impl PackCache {
         header.extend_from_slice(&fnv1a(&layout).to_le_bytes());
         header.extend_from_slice(&(at as u64).to_le_bytes());
         debug_assert_eq!(header.len(), SOURCE_PATH_AT);
+        debug_assert_eq!(header[REGION_COUNT_AT..REGION_COUNT_AT + 4], (specs.len() as u32).to_le_bytes());
+        debug_assert_eq!(header[DATA_END_AT..DATA_END_AT + 8], (at as u64).to_le_bytes());
         // The model file's path, so that the cache of a model that is gone can be removed (a
         // path too long for the header is left out, and that cache is kept).
         let path = source.to_string_lossy();
@@ -96,37 +119,46 @@ impl PackCache {
             header.extend_from_slice(path.as_bytes());
         }
         header.resize(HEADER, 0);
-        Some(PackCache { path: dir.join(name), header, regions, len: at })
+        Some(PackCache { path: dir.join(name), header, regions, data_end: at })
     }
 
     pub fn path(&self) -> &Path {
         &self.path
     }
 
+    fn len(&self) -> usize {
+        self.data_end + ENTRY * self.regions.len()
+    }
+
     /// The packed matrices from a valid cache file, mapped read-only (and populated, so the
-    /// first step does not take the page faults); None when there is none, or it was written
-    /// for another file, another version of it or another layout.
-    pub fn read(&self, specs: &[MatrixSpec]) -> Option<Vec<Packed>> {
-        let mut file = File::open(&self.path).ok()?;
-        if file.metadata().ok()?.len() != self.len as u64 {
-            return None;
+    /// first step does not take the page faults), every region's checksum verified.
+    pub fn read(&self, specs: &[MatrixSpec]) -> Result<Vec<Packed>, CacheMiss> {
+        let miss = |_| CacheMiss::NoValidFile;
+        let mut file = File::open(&self.path).map_err(miss)?;
+        if file.metadata().map_err(miss)?.len() != self.len() as u64 {
+            return Err(CacheMiss::NoValidFile);
         }
         let mut header = vec![0u8; HEADER];
-        file.read_exact(&mut header).ok()?;
+        file.read_exact(&mut header).map_err(miss)?;
         if header != self.header {
-            return None;
+            return Err(CacheMiss::NoValidFile);
         }
         // SAFETY: mapped read-only. dllm replaces cache files by renaming a new file over them,
         // which leaves this mapping on the old file; another program truncating the file while
         // it is mapped is outside what any mmap reader can defend against (as for the GGUF).
-        let map = unsafe { memmap2::MmapOptions::new().populate().map(&file) }.ok()?;
+        let map = unsafe { memmap2::MmapOptions::new().populate().map(&file) }.map_err(miss)?;
+        let entries = trailer(&map, self.data_end, self.regions.len()).map_err(CacheMiss::Damaged)?;
+        if entries.iter().map(|e| (e.0, e.1)).ne(self.regions.iter().copied()) {
+            return Err(CacheMiss::Damaged("its table of regions does not match its header".into()));
+        }
+        check_regions(&map, &entries).map_err(CacheMiss::Damaged)?;
         let map: Arc<dyn AsRef<[u8]> + Send + Sync> = Arc::new(map);
         let packed = specs
             .iter()
             .zip(&self.regions)
             .map(|(s, &(at, len))| Packed::new(s.ty, s.n_in, s.n_out, PackedBytes::Shared(map.clone(), at..at + len)))
             .collect();
-        Some(packed)
+        Ok(packed)
     }
 
     /// Writes `packed` (the matrices of `specs`, in order) to the cache file on a background
@@ -161,7 +193,12 @@ impl PackCache {
                 file.write_all(p.bytes())?;
                 at = start + len;
             }
-            file.write_all(&vec![0u8; self.len - at])?;
+            file.write_all(&vec![0u8; self.data_end - at])?;
+            for (p, &(start, len)) in packed.iter().zip(&self.regions) {
+                for v in [start as u64, len as u64, xxh3_64(p.bytes())] {
+                    file.write_all(&v.to_le_bytes())?;
+                }
+            }
             file.into_inner().map_err(|e| e.into_error())?.sync_all()
         })();
         match written {
@@ -172,6 +209,119 @@ impl PackCache {
             }
         }
     }
+}
+
+/// The trailer of a mapped cache file whose regions end at `data_end`: (offset, length, hash)
+/// per region, each range checked to lie among the regions.
+fn trailer(map: &[u8], data_end: usize, count: usize) -> Result<Vec<(usize, usize, u64)>, String> {
+    let table = map.get(data_end..).filter(|t| t.len() == count * ENTRY).ok_or("its table of regions is cut short")?;
+    let word = |b: &[u8]| u64::from_le_bytes(b.try_into().expect("8 bytes"));
+    table
+        .chunks_exact(ENTRY)
+        .map(|e| {
+            let (at, len) = (word(&e[..8]) as usize, word(&e[8..16]) as usize);
+            match at.checked_add(len) {
+                Some(end) if at >= HEADER && end <= data_end => Ok((at, len, word(&e[16..]))),
+                _ => Err(format!("its table of regions names bytes {at}+{len}, outside its data")),
+            }
+        })
+        .collect()
+}
+
+/// Hashes every region (in parallel: the work is memory-bound and splits evenly) and names
+/// the first that fails.
+fn check_regions(map: &[u8], entries: &[(usize, usize, u64)]) -> Result<(), String> {
+    let bad = entries.par_iter().position_first(|&(at, len, hash)| xxh3_64(&map[at..at + len]) != hash);
+    match bad {
+        Some(i) => Err(format!(
+            "region {} of {} (bytes {}..{}) fails its checksum",
+            i + 1,
+            entries.len(),
+            entries[i].0,
+            entries[i].0 + entries[i].1
+        )),
+        None => Ok(()),
+    }
+}
+
+/// A cache file as `dllm cache list` shows it.
+#[derive(Debug, Clone)]
+pub struct CacheFile {
+    pub path: PathBuf,
+    pub bytes: u64,
+    /// The model it was packed from, when its header records one.
+    pub model: Option<PathBuf>,
+    /// Whether the header is this version's (older versions are never used, only removed).
+    pub current_format: bool,
+}
+
+/// The cache files in `dir` (those of dllm's format, current or old), by name.
+pub fn list(dir: &Path) -> Vec<CacheFile> {
+    let mut found: Vec<CacheFile> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| e.path().extension().is_some_and(|x| x == "dllmpack"))
+        .filter_map(|e| {
+            let path = e.path();
+            let mut header = vec![0u8; HEADER];
+            File::open(&path).and_then(|mut f| f.read_exact(&mut header)).ok()?;
+            (&header[..8] == MAGIC).then(|| CacheFile {
+                bytes: e.metadata().map_or(0, |m| m.len()),
+                model: recorded_model(&header),
+                current_format: header[8..12] == FORMAT_VERSION.to_le_bytes(),
+                path,
+            })
+        })
+        .collect();
+    found.sort_by(|a, b| a.path.cmp(&b.path));
+    found
+}
+
+/// Checks a cache file on its own: this version's header, its length, and every region's
+/// checksum. Returns the number of regions checked.
+pub fn verify(path: &Path) -> Result<usize, String> {
+    let file = File::open(path).map_err(|e| format!("cannot open it: {e}"))?;
+    // SAFETY: read-only mapping of a file only dllm writes, by rename (see `PackCache::read`).
+    let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| format!("cannot map it: {e}"))?;
+    let header = map.get(..HEADER).ok_or("it is shorter than its header")?;
+    if &header[..8] != MAGIC || header[8..12] != FORMAT_VERSION.to_le_bytes() {
+        return Err("it is not a pack cache file of this dllm version (the next load replaces it)".into());
+    }
+    let count = u32::from_le_bytes(header[REGION_COUNT_AT..REGION_COUNT_AT + 4].try_into().expect("4 bytes")) as usize;
+    let data_end = u64::from_le_bytes(header[DATA_END_AT..DATA_END_AT + 8].try_into().expect("8 bytes")) as usize;
+    if count.checked_mul(ENTRY).and_then(|t| t.checked_add(data_end)) != Some(map.len()) {
+        return Err(format!("{} bytes long, not the length its header gives", map.len()));
+    }
+    let entries = trailer(&map, data_end, count)?;
+    check_regions(&map, &entries)?;
+    Ok(count)
+}
+
+/// Removes every cache file in `dir` and the temporaries of writes; returns files and bytes
+/// removed.
+pub fn clear(dir: &Path) -> std::io::Result<(usize, u64)> {
+    let mut removed = (0, 0);
+    let entries = match std::fs::read_dir(dir) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(removed),
+        other => other?,
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name.ends_with(".dllmpack") || name.contains(".dllmpack.tmp-") {
+            let bytes = entry.metadata().map_or(0, |m| m.len());
+            std::fs::remove_file(entry.path())?;
+            removed = (removed.0 + 1, removed.1 + bytes);
+        }
+    }
+    Ok(removed)
+}
+
+/// The model path a header records, if any.
+fn recorded_model(header: &[u8]) -> Option<PathBuf> {
+    let len = u16::from_le_bytes([header[SOURCE_PATH_AT], header[SOURCE_PATH_AT + 1]]) as usize;
+    let source = header.get(SOURCE_PATH_AT + 2..SOURCE_PATH_AT + 2 + len).filter(|s| !s.is_empty())?;
+    Some(PathBuf::from(&*String::from_utf8_lossy(source)))
 }
 
 /// Written by hand rather than with `tempfile`: the name carries the writer's process id, so
@@ -211,14 +361,10 @@ fn remove_caches_of_missing_models(dir: &Path) {
         }
         let mut header = vec![0u8; HEADER];
         let read = File::open(&path).and_then(|mut f| f.read_exact(&mut header));
-        if read.is_err() || &header[..8] != MAGIC || header[8..12] != FORMAT_VERSION.to_le_bytes() {
+        if read.is_err() || &header[..8] != MAGIC {
             continue;
         }
-        let len = u16::from_le_bytes([header[SOURCE_PATH_AT], header[SOURCE_PATH_AT + 1]]) as usize;
-        let Some(source) = header.get(SOURCE_PATH_AT + 2..SOURCE_PATH_AT + 2 + len).filter(|s| !s.is_empty()) else {
-            continue;
-        };
-        if !Path::new(&*String::from_utf8_lossy(source)).exists() {
+        if recorded_model(&header).is_some_and(|model| !model.exists()) {
             let _ = std::fs::remove_file(&path);
         }
     }

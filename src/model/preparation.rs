@@ -13,6 +13,9 @@ pub enum Preparation {
     PackedWritingCache(PathBuf),
     /// Mapped from this pack cache file, written by an earlier load.
     FromPackCache(PathBuf),
+    /// The pack cache file failed its checksums (`why`): packed in memory again, and the file
+    /// being rewritten.
+    RepackedDamagedCache { path: PathBuf, why: String },
     /// Uploaded to the GPU.
     Uploaded,
 }
@@ -25,6 +28,7 @@ impl Preparation {
             Preparation::PackedInMemory => "packed",
             Preparation::PackedWritingCache(_) => "packed, caching",
             Preparation::FromPackCache(_) => "pack cache",
+            Preparation::RepackedDamagedCache { .. } => "packed, cache repaired",
             Preparation::Uploaded => "uploaded",
         }
     }
@@ -39,6 +43,11 @@ impl std::fmt::Display for Preparation {
                 write!(f, "weights packed in memory; writing {} for the next load", p.display())
             }
             Preparation::FromPackCache(p) => write!(f, "packed weights mapped from {}", p.display()),
+            Preparation::RepackedDamagedCache { path, why } => write!(
+                f,
+                "the pack cache {} was damaged ({why}): weights packed in memory again, the file being rewritten",
+                path.display()
+            ),
             Preparation::Uploaded => write!(f, "weights uploaded to the GPU"),
         }
     }

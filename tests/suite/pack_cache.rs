@@ -227,3 +227,83 @@ fn the_cache_of_a_deleted_model_is_removed_when_another_is_written() {
     assert!(kept_cache.exists() && third_cache.exists());
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// #23.3: 64 flipped bytes inside a packed region (the header intact) used to change every
+/// later answer silently. Now the load finds the region by its checksum, packs again, says so,
+/// computes the right logits and rewrites the file, which the next load uses.
+#[test]
+fn flipped_bytes_in_the_packed_weights_are_found_and_repacked() {
+    if !packs_here() {
+        return;
+    }
+    let dir = temp_dir("flipped");
+    let cache = dir.join("cache");
+    let model = PathBuf::from(data("models/llada-tiny-Q4_K_M.gguf"));
+    let want = logits(&mut load(&model, None));
+    let (_, path) = load_and_cache(&model, &cache);
+    let mut bytes = std::fs::read(&path).unwrap();
+    for b in &mut bytes[8192..8192 + 64] {
+        *b ^= 0xa5;
+    }
+    std::fs::write(&path, &bytes).unwrap();
+
+    let mut repacked = load(&model, Some(&cache));
+    match repacked.prepared().clone() {
+        Preparation::RepackedDamagedCache { path: p, why } => {
+            assert_eq!(p, path);
+            assert!(why.contains("fails its checksum"), "{why}");
+        }
+        other => panic!("the damage went unnoticed: {other}"),
+    }
+    assert_eq!(logits(&mut repacked), want);
+    assert_eq!(repacked.take_pack_cache_write().expect("a rewrite").join().unwrap(), Ok(path.clone()));
+    let mut hit = load(&model, Some(&cache));
+    assert_eq!(hit.prepared(), &Preparation::FromPackCache(path), "the rewritten file serves");
+    assert_eq!(logits(&mut hit), want);
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// #23.3: `dllm cache list|verify|clear` over a folder with one good and one damaged file.
+#[test]
+fn dllm_cache_lists_verifies_and_clears() {
+    if !packs_here() {
+        return;
+    }
+    let dir = temp_dir("command");
+    let cache = dir.join("cache");
+    let (good_model, bad_model) = (dir.join("good.gguf"), dir.join("bad.gguf"));
+    std::fs::copy(data("models/dream-tiny-Q8_0.gguf"), &good_model).unwrap();
+    std::fs::copy(data("models/dream-tiny-Q8_0.gguf"), &bad_model).unwrap();
+    let (_, good) = load_and_cache(&good_model, &cache);
+    let (_, bad) = load_and_cache(&bad_model, &cache);
+    let mut bytes = std::fs::read(&bad).unwrap();
+    let last = bytes.len() - 200;
+    bytes[last] ^= 1;
+    std::fs::write(&bad, &bytes).unwrap();
+    let cache_arg = cache.to_string_lossy().into_owned();
+    let dllm = |action: &str| {
+        let out = common::dllm_command().args(["cache", action, "--dir", &cache_arg]).output().unwrap();
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (ok, list, _) = dllm("list");
+    assert!(
+        ok && list.contains(&*good_model.to_string_lossy()) && list.contains(&*bad_model.to_string_lossy()),
+        "{list}"
+    );
+    let (ok, verified, err) = dllm("verify");
+    assert!(!ok, "a damaged file fails the command: {verified}");
+    assert!(verified.contains(&format!("ok\t{}", good.display())), "{verified}");
+    assert!(verified.contains(&format!("DAMAGED\t{}", bad.display())) && err.contains("1 of 2"), "{verified}{err}");
+    let (ok, _, err) = dllm("clear");
+    assert!(ok && err.contains("removed 2 cache files"), "{err}");
+    assert!(pack_cache_files(&cache).is_empty());
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+fn pack_cache_files(dir: &Path) -> Vec<PathBuf> {
+    std::fs::read_dir(dir).into_iter().flatten().flatten().map(|e| e.path()).collect()
+}
