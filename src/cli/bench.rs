@@ -1,13 +1,17 @@
 //! `dllm bench`: ms per step, tokens/s, startup, peak RSS, forward/sampling split and the
 //! efficiency against the machine's int8 peak, all measured in one run.
 
+use super::load_args::FinishPackCache;
+use super::output::{OutputFile, outln};
 use std::path::PathBuf;
 use std::time::Instant;
 
 use dllm::bench::{BenchResult, Machine, Settings, Stats, cpu_name, forward_macs, peak_rss_bytes};
 use dllm::cpu::{active_isa, cpu_flags, int8_peak};
 use dllm::decoding::GenerateParams;
-use dllm::engine::Session;
+use std::io::Write;
+
+use dllm::engine::ModelFile;
 use dllm::model::Family;
 use dllm::quant::GgmlType;
 
@@ -47,15 +51,29 @@ pub struct Args {
     #[command(flatten)]
     load: super::load_args::LoadArgs,
     /// Generations to time
-    #[arg(long, default_value_t = 3)]
+    #[arg(long, default_value_t = 3, value_parser = runs)]
     runs: usize,
     /// Also write the result as JSON to FILE
     #[arg(long)]
     json: Option<PathBuf>,
 }
 
+/// At least one run (the statistics need one), at most a thousand.
+fn runs(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(n @ 1..=1000) => Ok(n),
+        _ => Err(format!("'{s}': give 1 to 1000 runs")),
+    }
+}
+
 pub fn run(args: Args, process_start: Instant) -> anyhow::Result<()> {
-    let session = Session::load(&args.model, args.load.options())?;
+    let options = args.load.options();
+    options.check()?;
+    let file = ModelFile::open(&args.model)?;
+    file.check(&args.params.apply(file.config().family, file.defaults())?)?;
+    let mut json = args.json.as_ref().map(|p| OutputFile::create(p, "the JSON result", &args.model)).transpose()?;
+    let session = file.load(options, &|_| {})?;
+    let _finish_cache = FinishPackCache(&session);
     let startup_ms = process_start.elapsed().as_secs_f64() * 1e3;
     let info = session.info().clone();
     let c = &info.config;
@@ -141,25 +159,25 @@ pub fn run(args: Args, process_start: Instant) -> anyhow::Result<()> {
         ms_per_token: Some(Stats::of(&run_s).median * 1e3 / params.gen_length as f64),
         gemm,
     };
-    println!("model        {} ({:.2} GB)", result.settings.model, info.file_bytes as f64 / 1e9);
-    println!("machine      {} [{}], {} x{}", result.machine.cpu, result.machine.flags.join(" "), isa, threads);
+    outln!("model        {} ({:.2} GB)", result.settings.model, info.file_bytes as f64 / 1e9);
+    outln!("machine      {} [{}], {} x{}", result.machine.cpu, result.machine.flags.join(" "), isa, threads);
     let s = &result.ms_per_step;
-    println!("ms/step      median {:.1}, min {:.1}, max {:.1}", s.median, s.min, s.max);
-    println!("split        forward {:.1} ms, sampling {:.2} ms (median)", forward.median, result.sample_ms.median);
-    println!("tokens/s     {:.2}", result.tokens_per_s);
-    println!("startup      {:.0} ms (process start to loaded model; {})", startup_ms, info.prepared);
-    println!(
+    outln!("ms/step      median {:.1}, min {:.1}, max {:.1}", s.median, s.min, s.max);
+    outln!("split        forward {:.1} ms, sampling {:.2} ms (median)", forward.median, result.sample_ms.median);
+    outln!("tokens/s     {:.2}", result.tokens_per_s);
+    outln!("startup      {:.0} ms (process start to loaded model; {})", startup_ms, info.prepared);
+    outln!(
         "peak RSS     {:.2} GB ({:.2}x the file)",
         result.peak_rss_bytes as f64 / 1e9,
         result.peak_rss_bytes as f64 / info.file_bytes as f64
     );
     if let Some(gpu) = &info.gpu {
-        println!("device       {} ({})", gpu.name, info.device);
+        outln!("device       {} ({})", gpu.name, info.device);
     }
-    println!("int8 peak    {:.1} G multiply-adds/s ({} x{})", peak / 1e9, isa, threads);
-    println!("forward      {:.1} G multiply-adds/s = {:.1}% of peak", forward_rate / 1e9, 100.0 * result.efficiency);
+    outln!("int8 peak    {:.1} G multiply-adds/s ({} x{})", peak / 1e9, isa, threads);
+    outln!("forward      {:.1} G multiply-adds/s = {:.1}% of peak", forward_rate / 1e9, 100.0 * result.efficiency);
     let pass = |s: &Option<Stats>| s.as_ref().map_or("-".to_owned(), |s| format!("{:.1}", s.median));
-    println!(
+    outln!(
         "passes       {:.0} steps per run; full {} ms, cached {} ms (median); {:.1} ms per generated token",
         result.steps_per_run.unwrap_or(0.0),
         pass(&result.full_pass_ms),
@@ -167,7 +185,7 @@ pub fn run(args: Args, process_start: Instant) -> anyhow::Result<()> {
         result.ms_per_token.unwrap_or(0.0)
     );
     for g in result.gemm.iter().flatten() {
-        println!(
+        outln!(
             "gemm         {} {}x{} at {} rows: {:.0} G multiply-adds/s = {:.1}% of peak",
             g.ty,
             g.n_in,
@@ -177,11 +195,11 @@ pub fn run(args: Args, process_start: Instant) -> anyhow::Result<()> {
             100.0 * g.macs_per_s / peak
         );
     }
-    if let Some(path) = &args.json {
-        std::fs::write(path, serde_json::to_string_pretty(&result)? + "\n")
+    if let (Some(mut out), Some(path)) = (json.take(), &args.json) {
+        writeln!(out, "{}", serde_json::to_string_pretty(&result)?)
             .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;
+        out.finish()?;
     }
-    super::load_args::finish_pack_cache(&session);
     Ok(())
 }
 

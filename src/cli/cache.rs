@@ -1,6 +1,7 @@
 //! `dllm cache list|verify|clear`: the packed-weight files dllm keeps between loads
 //! (`cpu::pack_cache`), one per model and the size of the model.
 
+use super::output::outln;
 use std::path::PathBuf;
 
 use dllm::cpu::pack_cache;
@@ -37,7 +38,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                     format!("{}{gone}", m.display())
                 });
                 let old = if f.current_format { "" } else { " [older dllm's format, replaced at the next load]" };
-                println!("{}\t{}\t{model}{old}", f.path.display(), human_bytes(f.bytes));
+                outln!("{}\t{}\t{model}{old}", f.path.display(), human_bytes(f.bytes));
             }
             let total: u64 = files.iter().map(|f| f.bytes).sum();
             eprintln!("{} cache files, {} in {}", files.len(), human_bytes(total), dir.display());
@@ -46,10 +47,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             let mut damaged = 0;
             for f in &files {
                 match pack_cache::verify(&f.path) {
-                    Ok(regions) => println!("ok\t{}\t{regions} regions", f.path.display()),
+                    Ok(regions) => outln!("ok\t{}\t{regions} regions", f.path.display()),
                     Err(why) => {
                         damaged += 1;
-                        println!("DAMAGED\t{}\t{why}", f.path.display());
+                        outln!("DAMAGED\t{}\t{why}", f.path.display());
                     }
                 }
             }

@@ -1,5 +1,6 @@
 //! `dllm inspect MODEL [--json]`
 
+use super::output::outln;
 use std::path::PathBuf;
 
 use dllm::cpu::active_isa;
@@ -42,40 +43,40 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         };
         j["pre_tokenizer"] = serde_json::to_value(pre_tokenizer)?;
         j["products"] = s.types.iter().map(|t| (t.ty.to_string(), serde_json::Value::from(runs(t.ty)))).collect();
-        println!("{}", serde_json::to_string_pretty(&j)?);
+        outln!("{}", serde_json::to_string_pretty(&j)?);
         return Ok(());
     }
-    println!("file:          {} ({})", s.file, human_bytes(s.file_bytes));
-    println!("gguf:          version {}, alignment {}", s.gguf_version, s.alignment);
-    println!("architecture:  {}", s.architecture.as_deref().unwrap_or("(none)"));
+    outln!("file:          {} ({})", s.file, human_bytes(s.file_bytes));
+    outln!("gguf:          version {}, alignment {}", s.gguf_version, s.alignment);
+    outln!("architecture:  {}", s.architecture.as_deref().unwrap_or("(none)"));
     if let Some(name) = &s.name {
-        println!("name:          {name}");
+        outln!("name:          {name}");
     }
-    println!(
+    outln!(
         "parameters:    {} in {} tensors ({})",
         human_count(s.n_params),
         s.tensors.len(),
         human_bytes(s.tensor_bytes)
     );
     if let Some(shift) = s.shift_logits {
-        println!("shift logits:  {shift}");
+        outln!("shift logits:  {shift}");
     }
     if !s.hyperparameters.is_empty() {
-        println!("\nhyperparameters:");
+        outln!("\nhyperparameters:");
         for (k, v) in &s.hyperparameters {
-            println!("  {k:<36} {v}");
+            outln!("  {k:<36} {v}");
         }
     }
     if let Some(t) = &s.tokenizer {
         let id = |v: Option<u64>| v.map_or("-".to_string(), |v| v.to_string());
-        println!(
+        outln!(
             "\ntokenizer:     {} (pre {}), {} tokens, {} merges",
             t.model.as_deref().unwrap_or("?"),
             t.pre.as_deref().unwrap_or("?"),
             t.n_tokens,
             t.n_merges
         );
-        println!(
+        outln!(
             "  bos {}  eos {}  eot {}  pad {}  mask {}  add_bos {}",
             id(t.bos_token_id),
             id(t.eos_token_id),
@@ -87,12 +88,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         match &eog {
             Ok(ids) => {
                 let shown: Vec<String> = ids.iter().map(|(id, text)| format!("{id} {text}")).collect();
-                println!("  end of generation: {}", if shown.is_empty() { "-".into() } else { shown.join(", ") });
+                outln!("  end of generation: {}", if shown.is_empty() { "-".into() } else { shown.join(", ") });
             }
-            Err(e) => println!("  (the tokenizer cannot be built: {e})"),
+            Err(e) => outln!("  (the tokenizer cannot be built: {e})"),
         }
         if let Some(p) = pre_tokenizer {
-            println!(
+            outln!(
                 "  pre-tokenizer: {} regexes, merges ignored {}, BOS by default {}, spaces cleaned on detokenizing {}",
                 p.regexes.len(),
                 p.ignore_merges,
@@ -101,17 +102,17 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             );
         }
     }
-    println!("chat template: {}", if s.chat_template { "yes" } else { "no" });
+    outln!("chat template: {}", if s.chat_template { "yes" } else { "no" });
     if !s.tensors.is_empty() {
-        println!("\ntensors:");
-        println!("  {:<32} {:<7} {:<22} {:>12}", "name", "type", "shape", "bytes");
+        outln!("\ntensors:");
+        outln!("  {:<32} {:<7} {:<22} {:>12}", "name", "type", "shape", "bytes");
         for t in &s.tensors {
             let shape = format!("{:?}", t.dims);
-            println!("  {:<32} {:<7} {:<22} {:>12}", t.name, t.ty.to_string(), shape, t.n_bytes);
+            outln!("  {:<32} {:<7} {:<22} {:>12}", t.name, t.ty.to_string(), shape, t.n_bytes);
         }
-        println!("\ntotals per type (and how dllm's CPU backend runs its products here):");
+        outln!("\ntotals per type (and how dllm's CPU backend runs its products here):");
         for t in &s.types {
-            println!(
+            outln!(
                 "  {:<7} {:>4} tensors {:>12} params {:>12}  {}",
                 t.ty.to_string(),
                 t.tensors,

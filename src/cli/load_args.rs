@@ -4,8 +4,8 @@ use dllm::engine::LoadOptions;
 
 #[derive(clap::Args)]
 pub struct LoadArgs {
-    /// Compute threads [default: physical cores]
-    #[arg(long)]
+    /// Compute threads [default: physical cores; at most four per logical CPU]
+    #[arg(long, value_parser = threads)]
     threads: Option<usize>,
     /// Where the forward pass runs: auto (a capable NVIDIA GPU with room, else the CPU), cpu or cuda
     #[arg(long, default_value = "auto")]
@@ -16,15 +16,34 @@ pub struct LoadArgs {
     no_pack_cache: bool,
 }
 
+/// A thread count, refused at once when it is 0 or past `dllm::engine::max_threads`.
+fn threads(s: &str) -> Result<usize, String> {
+    let n: usize = s.parse().map_err(|_| format!("'{s}' is not a number"))?;
+    let max = dllm::engine::max_threads();
+    if n == 0 || n > max {
+        return Err(format!("give 1 to {max} (four per logical CPU of this machine)"));
+    }
+    Ok(n)
+}
+
 impl LoadArgs {
     pub fn options(&self) -> LoadOptions {
         LoadOptions { threads: self.threads, device: self.device, pack_cache: !self.no_pack_cache }
     }
 }
 
-/// Before a command exits: waits for the pack cache file its load started, so that the next
-/// load finds it (an unfinished one is thrown away), and says if it could not be written.
-pub fn finish_pack_cache(session: &dllm::engine::Session) {
+/// Held while a command runs: when it ends, on every path (an error and a closed output pipe
+/// included), waits for the pack cache file its load started, so that the file is finished
+/// rather than abandoned half written, and says if it could not be written.
+pub struct FinishPackCache<'a>(pub &'a dllm::engine::Session);
+
+impl Drop for FinishPackCache<'_> {
+    fn drop(&mut self) {
+        finish_pack_cache(self.0);
+    }
+}
+
+fn finish_pack_cache(session: &dllm::engine::Session) {
     match &session.info().prepared {
         dllm::model::Preparation::PackedWritingCache(path) => {
             eprintln!("finishing the pack cache for faster loads: {}", path.display());

@@ -5,6 +5,7 @@ mod cache;
 mod inspect;
 mod load_args;
 mod logits;
+pub(crate) mod output;
 mod param_args;
 mod pull;
 mod run;
@@ -45,6 +46,8 @@ enum Command {
     /// List, verify or clear the packed-weight cache files
     Cache(cache::Args),
 }
+
+pub use output::is_closed_pipe;
 
 pub fn main() -> anyhow::Result<()> {
     let process_start = std::time::Instant::now();

@@ -1,5 +1,6 @@
 //! `dllm pull OWNER/REPO[:QUANT]`: download a GGUF from Hugging Face into the standard cache.
 
+use super::output::outln;
 use std::io::Write;
 use std::sync::atomic::AtomicBool;
 use std::time::Instant;
@@ -26,7 +27,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let files = hub.list_gguf(&repo)?;
     if args.list {
         for f in &files {
-            println!("{}\t{}\t{}", f.path, human_bytes(f.size), f.quant().unwrap_or_default());
+            outln!("{}\t{}\t{}", f.path, human_bytes(f.size), f.quant().unwrap_or_default());
         }
         return Ok(());
     }
@@ -61,6 +62,6 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         &AtomicBool::new(false),
     )?;
     eprintln!();
-    println!("{}", path.display());
+    outln!("{}", path.display());
     Ok(())
 }

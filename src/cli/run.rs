@@ -1,9 +1,11 @@
 //! `dllm run`: generate an answer with the model's official sampler.
 
+use super::load_args::FinishPackCache;
+use super::output::{OutputFile, outln};
 use std::io::Write;
 use std::path::PathBuf;
 
-use dllm::engine::{Event, Prompt, Session};
+use dllm::engine::{Event, ModelFile, Prompt};
 use dllm::export::{RunRecord, html_page};
 
 #[derive(clap::Args)]
@@ -58,28 +60,23 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             dllm::demo::path().map_err(anyhow::Error::msg)?
         }
     };
-    let session = Session::load(&model, args.load.options())?;
+    // Everything that can be checked without the weights is, before they load.
+    let options = args.load.options();
+    options.check()?;
+    let file = ModelFile::open(&model)?;
+    let params = args.params.apply(file.config().family, file.defaults())?;
+    file.check(&params)?;
+    let asked = args.prompt()?;
+    let mut trace = args.trace.as_ref().map(|p| OutputFile::create(p, "the trace", &model)).transpose()?;
+    let html = args.html.as_ref().map(|p| OutputFile::create(p, "the HTML page", &model)).transpose()?;
+    let session = file.load(options, &|_| {})?;
+    let _finish_cache = FinishPackCache(&session);
     let info = session.info();
-    let params = args.params.apply(info.config.family, &info.defaults)?;
-    let prompt = session.prompt_ids(&args.prompt()?)?;
+    let prompt = session.prompt_ids(&asked)?;
     if args.dry_run {
-        println!("{}", serde_json::to_string_pretty(&session.plan(&params, prompt.len())?)?);
+        outln!("{}", serde_json::to_string_pretty(&session.plan(&params, prompt.len())?)?);
         return Ok(());
     }
-    let mut trace = match &args.trace {
-        Some(path) => Some(std::io::BufWriter::new(
-            std::fs::File::create(path).map_err(|e| anyhow::anyhow!("cannot write trace {}: {e}", path.display()))?,
-        )),
-        None => None,
-    };
-    // Created now, so that an unwritable path fails before the run rather than after it.
-    let mut html = match &args.html {
-        Some(path) => Some(
-            std::fs::File::create(path)
-                .map_err(|e| anyhow::anyhow!("cannot write the HTML page {}: {e}", path.display()))?,
-        ),
-        None => None,
-    };
     let tk = session.tokenizer();
     let mask = info.special.mask;
     let prompt_len = prompt.len();
@@ -120,27 +117,30 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             eprint!("\x1b[2J\x1b[Hstep {}\n\n{cells}\n", step.index + 1);
         }
     })?;
-    if let Some(mut w) = trace {
+    if let Some(mut w) = trace.take() {
         let line = serde_json::json!({
             "done": true,
             "ids": finished.generated.canvas,
             "text": finished.text,
             "steps": finished.generated.steps,
         });
-        writeln!(w, "{line}")?;
-        w.flush()?;
+        if let Err(e) = writeln!(w, "{line}") {
+            trace_error.get_or_insert(e);
+        }
+        if let Some(e) = trace_error {
+            anyhow::bail!("writing the trace failed: {e}");
+        }
+        w.finish()?;
     }
-    if let Some(e) = trace_error {
-        anyhow::bail!("writing the trace failed: {e}");
-    }
-    if let (Some(file), Some(path)) = (html.as_mut(), &args.html) {
+    if let (Some(mut file), Some(path)) = (html, &args.html) {
         let title = args.prompt.as_deref().unwrap_or("dllm run");
         let record = RunRecord { title, prompt_len, mask, initial: &initial, steps: &steps };
         file.write_all(html_page(tk, &record).as_bytes())
             .map_err(|e| anyhow::anyhow!("cannot write the HTML page {}: {e}", path.display()))?;
+        file.finish()?;
         eprintln!("[replay page written to {}]", path.display());
     }
-    println!("{}", finished.text);
+    outln!("{}", finished.text);
     let g = &finished.generated;
     eprintln!(
         "[{} steps{}, {:.0} ms, {:.1} ms/step]",
@@ -149,6 +149,5 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         finished.total_ms,
         finished.total_ms / g.steps.max(1) as f64
     );
-    super::load_args::finish_pack_cache(&session);
     Ok(())
 }

@@ -3,6 +3,7 @@
 //! Prints one `id<TAB>piece` line per token. In pieces a backslash, newline, carriage return and
 //! tab are written `\\`, `\n`, `\r`, `\t`, so that each token stays on its own line.
 
+use super::output::outln;
 use std::path::PathBuf;
 
 use dllm::gguf::GgufFile;
@@ -31,10 +32,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let tk = Tokenizer::from_gguf(&GgufFile::open(&args.model)?)?;
     let ids = tk.encode(&args.text, EncodeOptions { add_special: args.bos, parse_special: args.special })?;
     if args.ids {
-        println!("{}", ids.iter().map(u32::to_string).collect::<Vec<_>>().join(" "));
+        outln!("{}", ids.iter().map(u32::to_string).collect::<Vec<_>>().join(" "));
     } else {
         for id in ids {
-            println!("{id}\t{}", escape(&tk.piece(id)));
+            outln!("{id}\t{}", escape(&tk.piece(id)));
         }
     }
     Ok(())

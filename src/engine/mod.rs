@@ -4,7 +4,9 @@
 
 mod session;
 
-pub use session::{Event, Finished, Generation, LoadOptions, ModelInfo, Prompt, Session, Started, StepEvent};
+pub use session::{
+    Event, Finished, Generation, LoadOptions, ModelFile, ModelInfo, Prompt, Session, Started, StepEvent, max_threads,
+};
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -36,6 +38,8 @@ pub enum EngineError {
     Invalid(#[from] ParamError),
     #[error("the prompt is empty")]
     EmptyPrompt,
+    #[error("{asked} compute threads asked; give 1 to {max} (four per logical CPU of this machine)")]
+    Threads { asked: usize, max: usize },
     /// A panic or a stopped thread: a bug, reported rather than raised.
     #[error("the engine stopped unexpectedly: {0}")]
     Internal(String),

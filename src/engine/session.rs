@@ -175,6 +175,69 @@ pub struct Session {
     pack_cache_write: std::sync::Mutex<Option<CacheWrite>>,
 }
 
+/// A model file mapped and its hyperparameters read, its weights not loaded yet: enough to
+/// check a run's settings before paying for a load (a typo must not cost a 5 GB load).
+pub struct ModelFile {
+    path: PathBuf,
+    gguf: Arc<GgufFile>,
+    config: ModelConfig,
+    name: Option<String>,
+    defaults: GenerateParams,
+}
+
+impl ModelFile {
+    /// Maps the file and reads its header and hyperparameters (milliseconds: no tensor data
+    /// is read).
+    pub fn open(path: impl AsRef<Path>) -> Result<ModelFile, EngineError> {
+        let gguf = Arc::new(GgufFile::open(path.as_ref())?);
+        let config = ModelConfig::from_gguf(&gguf)?;
+        let name = gguf.get_str("general.name").map(str::to_owned);
+        let defaults = if name.as_deref() == Some(crate::demo::NAME) {
+            crate::demo::params()
+        } else {
+            GenerateParams::defaults_for(config.family)
+        };
+        Ok(ModelFile { path: path.as_ref().to_path_buf(), gguf, config, name, defaults })
+    }
+
+    pub fn config(&self) -> &ModelConfig {
+        &self.config
+    }
+
+    /// The settings a run starts from: the demo model's, else the family's official ones.
+    pub fn defaults(&self) -> &GenerateParams {
+        &self.defaults
+    }
+
+    /// Checks `params` against the model, as a run after a one-token prompt would (the
+    /// prompt's own length is checked when it is known).
+    pub fn check(&self, params: &GenerateParams) -> Result<(), EngineError> {
+        params.plan(self.config.family, 1, self.config.context_length)?;
+        Ok(())
+    }
+
+    /// Loads the weights, builds the tokenizer and starts the worker thread.
+    pub fn load(self, options: LoadOptions, progress: &dyn Fn(f32)) -> Result<Session, EngineError> {
+        Session::from_file(self, options, progress)
+    }
+}
+
+/// The most compute threads a load accepts: four per logical CPU is already past any gain
+/// (the products are memory-bound beyond one per core); a larger number is a typo.
+pub fn max_threads() -> usize {
+    4 * std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+impl LoadOptions {
+    /// Refuses a thread count of 0 or above [`max_threads`].
+    pub fn check(&self) -> Result<(), EngineError> {
+        match self.threads {
+            Some(n) if n == 0 || n > max_threads() => Err(EngineError::Threads { asked: n, max: max_threads() }),
+            _ => Ok(()),
+        }
+    }
+}
+
 impl Session {
     /// Maps and checks the model and starts its worker thread.
     pub fn load(path: impl AsRef<Path>, options: LoadOptions) -> Result<Session, EngineError> {
@@ -188,8 +251,14 @@ impl Session {
         options: LoadOptions,
         progress: &dyn Fn(f32),
     ) -> Result<Session, EngineError> {
+        options.check()?;
+        ModelFile::open(path)?.load(options, progress)
+    }
+
+    fn from_file(file: ModelFile, options: LoadOptions, progress: &dyn Fn(f32)) -> Result<Session, EngineError> {
+        options.check()?;
         let start = Instant::now();
-        let gguf = Arc::new(GgufFile::open(path.as_ref())?);
+        let ModelFile { path, gguf, name, defaults, .. } = file;
         // The tokenizer builds while the weights are checked and repacked.
         let (tokenizer, model) = std::thread::scope(|s| {
             let tokenizer = s.spawn(|| Tokenizer::from_gguf(&gguf));
@@ -198,7 +267,7 @@ impl Session {
         });
         let tokenizer = Arc::new(tokenizer.map_err(|_| EngineError::Internal("tokenizer thread panicked".into()))??);
         let Loaded { model, device, gpu, prepared, pack_cache_write } = model?;
-        let mask = tokenizer.special.mask.ok_or_else(|| EngineError::NoMaskToken(path.as_ref().to_path_buf()))?;
+        let mask = tokenizer.special.mask.ok_or_else(|| EngineError::NoMaskToken(path.clone()))?;
         let special = SpecialTokens {
             mask,
             eos: tokenizer.special.eos,
@@ -215,13 +284,11 @@ impl Session {
         let summary = Summary::of(&gguf);
         let mut quant_mix: Vec<(String, u64)> = summary.types.iter().map(|t| (t.ty.to_string(), t.bytes)).collect();
         quant_mix.sort_by_key(|t| std::cmp::Reverse(t.1));
-        let name = gguf.get_str("general.name").map(str::to_owned);
         let is_demo = name.as_deref() == Some(crate::demo::NAME);
-        let family = model.config().family;
         let info = ModelInfo {
-            path: path.as_ref().to_path_buf(),
+            path,
             is_demo,
-            defaults: if is_demo { crate::demo::params() } else { GenerateParams::defaults_for(family) },
+            defaults,
             name,
             description: gguf.get_str("general.description").map(str::to_owned),
             config: model.config().clone(),

@@ -8,6 +8,7 @@ mod common;
 mod app;
 mod architecture;
 mod bench_table;
+mod careless;
 mod cli;
 mod cuda;
 mod demo_model;
