@@ -35,7 +35,7 @@ pub enum EngineError {
     NoMaskToken(PathBuf),
     /// A setting that cannot run with this model and prompt; names the setting.
     #[error("invalid settings: {0}")]
-    Invalid(#[from] ParamError),
+    Invalid(ParamError),
     #[error("the prompt is empty")]
     EmptyPrompt,
     #[error("{asked} compute threads asked; give 1 to {max} (four per logical CPU of this machine)")]
@@ -43,6 +43,14 @@ pub enum EngineError {
     /// A panic or a stopped thread: a bug, reported rather than raised.
     #[error("the engine stopped unexpectedly: {0}")]
     Internal(String),
+}
+
+/// By hand rather than `#[from]`, which would also make the setting's error the source and
+/// print it twice in an error chain.
+impl From<ParamError> for EngineError {
+    fn from(e: ParamError) -> Self {
+        EngineError::Invalid(e)
+    }
 }
 
 impl From<GgufError> for EngineError {

@@ -352,7 +352,7 @@ impl Hub {
             None => format!("unlisted-{}", sha256_hex(format!("{repo}/{}", file.path).as_bytes())),
         };
         let part = blobs.join(format!("{stem}.part"));
-        let writing = Writing::claim(&part).ok_or_else(|| HubError::Busy { file: file.path.clone() })?;
+        let writing = self.claim(&part, &file.path, cancel)?;
         let target = transfer::Target {
             url: format!("{}/{repo}/resolve/{commit}/{}", self.endpoint, file.path),
             part: part.clone(),
@@ -365,11 +365,12 @@ impl Hub {
         let stop = Arc::new(AtomicBool::new(false));
         let thread_stop = stop.clone();
         let spawned = std::thread::Builder::new().name("dllm-hub-transfer".into()).spawn(move || {
-            let _writing = writing;
             let bytes = tx.clone();
             let result = target.fetch(&thread_stop, &|done| {
                 let _ = bytes.send(Progress::Bytes(done));
             });
+            // Released before the caller hears of the end, so that it can start again at once.
+            drop(writing);
             let _ = tx.send(Progress::Done(result));
         });
         spawned
@@ -400,6 +401,24 @@ impl Hub {
             }
         };
         self.install(&dir, &part, &digest, &commit, &file.path)
+    }
+
+    /// Claims the partial file for a new transfer, waiting (up to the stall timeout, and
+    /// while not cancelled) for a cancelled transfer's thread to let go of it.
+    fn claim(&self, part: &Path, file: &str, cancel: &AtomicBool) -> Result<Writing, HubError> {
+        let start = std::time::Instant::now();
+        loop {
+            if let Some(writing) = Writing::claim(part) {
+                return Ok(writing);
+            }
+            if cancel.load(Ordering::Relaxed) {
+                return Err(HubError::Cancelled);
+            }
+            if start.elapsed() > self.stall_timeout {
+                return Err(HubError::Busy { file: file.to_string() });
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 
     /// Moves a verified partial file to `blobs/<sha256>` and links it as

@@ -129,7 +129,7 @@ fn run_writes_the_page_with_html() {
 #[test]
 fn an_unwritable_page_path_fails_before_the_run() {
     let out = common::dllm_command()
-        .args(["run", "-m", &data("models/llada-tiny-Q8_0.gguf"), "--gen", "16", "--steps", "8"])
+        .args(["run", "-m", &data("models/llada-tiny-Q8_0.gguf"), "--gen", "16", "--steps", "8", "--block", "16"])
         .args(["--html", "/nonexistent-dir/page.html", "Hello"])
         .output()
         .unwrap();

@@ -284,7 +284,11 @@ fn cancel_does_not_wait_for_bytes() {
     assert!(matches!(err, HubError::Cancelled), "{err}");
     // The stall timeout is 30 s; returning well before it shows the cancel did not wait.
     assert!(started.elapsed() < Duration::from_secs(10), "{:?}", started.elapsed());
-    let again = hub.download(REPO, &files[0], &mut |_, _| {}, &AtomicBool::new(false)).unwrap_err();
+    // Its thread still waits on the silent server; a new download waits for it, up to the
+    // stall timeout, then says so.
+    let mut impatient = hub.clone();
+    impatient.stall_timeout = Duration::from_millis(500);
+    let again = impatient.download(REPO, &files[0], &mut |_, _| {}, &AtomicBool::new(false)).unwrap_err();
     assert!(matches!(again, HubError::Busy { .. }) && again.to_string().contains(&files[0].path), "{again}");
 }
 
