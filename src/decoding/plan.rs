@@ -109,7 +109,7 @@ impl GenerateParams {
         if self.steps == 0 {
             return err(Param::Steps, "must be at least 1".into());
         }
-        if prompt_len + self.gen_length > context {
+        if prompt_len.checked_add(self.gen_length).is_none_or(|len| len > context) {
             return err(
                 Param::GenLength,
                 format!(
@@ -280,5 +280,21 @@ impl GenerateParams {
             fixed_steps,
             params: self.clone(),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// #23.5: a library caller's absurd length is a setting error; `prompt_len + gen_length`
+    /// used to wrap (release) or overflow (debug) inside the check.
+    #[test]
+    fn an_absurd_generated_length_is_refused_without_overflow() {
+        for family in [Family::Llada, Family::Dream, Family::Rnd1] {
+            let params = GenerateParams { gen_length: usize::MAX, ..GenerateParams::defaults_for(family) };
+            let err = params.plan(family, 10, 4096).unwrap_err();
+            assert!(err.to_string().contains("context"), "{err}");
+        }
     }
 }

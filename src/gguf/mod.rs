@@ -323,7 +323,7 @@ fn parse_body(cur: &mut Cursor, file_len: u64) -> Result<Body, ParseFail> {
     let n_tensors = cur.u64(&|| "tensor count".into())?;
     let n_kv = cur.u64(&|| "metadata count".into())?;
     cur.check_count(n_kv, MIN_KV_SIZE, &|| "the metadata table".into())?;
-    let mut metadata = Vec::with_capacity(n_kv as usize);
+    let mut metadata = Vec::with_capacity(parse::capacity(n_kv));
     for i in 0..n_kv {
         let key = cur.string(&|| format!("metadata key #{i}"))?;
         let type_id = cur.u32(&|| format!("type of metadata '{key}'"))?;
@@ -333,7 +333,7 @@ fn parse_body(cur: &mut Cursor, file_len: u64) -> Result<Body, ParseFail> {
         metadata.push((key, value));
     }
     cur.check_count(n_tensors, MIN_TENSOR_INFO_SIZE, &|| "the tensor table".into())?;
-    let mut tensors = Vec::with_capacity(n_tensors as usize);
+    let mut tensors = Vec::with_capacity(parse::capacity(n_tensors));
     for i in 0..n_tensors {
         let name = cur.string(&|| format!("name of tensor #{i}"))?;
         let n_dims = cur.u32(&|| format!("dimension count of tensor '{name}'"))?;

@@ -15,14 +15,30 @@ pub(super) type ParseResult<T> = Result<T, ParseFail>;
 /// Nested arrays deeper than this are rejected (real files use one level).
 const MAX_ARRAY_DEPTH: usize = 8;
 
+/// Array elements a header may hold in all. A parsed value takes 32 bytes of memory however
+/// few it takes in the file (a u8 takes one), so a count that fits the file can still ask for
+/// many times its size; this bound keeps the header's memory under 128 MiB. The largest real
+/// vocabularies (Gemma's 262k tokens with scores and types, Qwen2's 151k tokens and merges)
+/// hold under a million values.
+pub(super) const MAX_ARRAY_VALUES: u64 = 1 << 22;
+
+/// A capacity to reserve for `count` items read from a file: the count, up to a page of items.
+/// Beyond that the vector grows as items are actually read, so an absurd count costs nothing
+/// before it is found to be a lie.
+pub(super) fn capacity(count: u64) -> usize {
+    count.min(4096) as usize
+}
+
 pub(super) struct Cursor<'a> {
     bytes: &'a [u8],
     pos: usize,
+    /// Array elements still allowed (`MAX_ARRAY_VALUES` in all).
+    values_left: u64,
 }
 
 impl<'a> Cursor<'a> {
     pub fn new(bytes: &'a [u8]) -> Self {
-        Cursor { bytes, pos: 0 }
+        Cursor { bytes, pos: 0, values_left: MAX_ARRAY_VALUES }
     }
 
     pub fn pos(&self) -> usize {
@@ -101,7 +117,14 @@ impl<'a> Cursor<'a> {
                     .ok_or_else(|| ParseFail::Corrupt(format!("{} has unknown element type {type_id}", what())))?;
                 let count = self.u64(&|| format!("length of {}", what()))?;
                 self.check_count(count, elem.min_encoded_size(), what)?;
-                let mut items = Vec::with_capacity(count as usize);
+                if count > self.values_left {
+                    return Err(ParseFail::Corrupt(format!(
+                        "{} claims {count} entries, past the {MAX_ARRAY_VALUES} array values dllm reads from a header in all (real vocabularies hold under a million)",
+                        what()
+                    )));
+                }
+                self.values_left -= count;
+                let mut items = Vec::with_capacity(capacity(count));
                 for i in 0..count {
                     items.push(self.value(elem, &|| format!("{}[{i}]", what()), depth + 1)?);
                 }

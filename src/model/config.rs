@@ -172,12 +172,21 @@ impl ModelConfig {
             .tensor("token_embd.weight")
             .ok_or_else(|| ModelError::MissingTensor { file: file.clone(), tensor: "token_embd.weight".into() })?;
         let n_vocab = embd.dims.get(1).copied().unwrap_or(0) as usize;
+        // Every block has several tensors, so the tensor table bounds the block count before
+        // anything is sized by it (a flipped byte once asked for 4e9 blocks, 1.8 TB of them).
+        let n_layer = int("block_count")?;
+        if n_layer > gguf.tensors().len() {
+            return Err(bad(
+                "block_count",
+                format!("{n_layer}, but the file holds only {} tensors", gguf.tensors().len()),
+            ));
+        }
         Ok(ModelConfig {
             family,
             architecture: arch.to_owned(),
             n_vocab,
             n_embd,
-            n_layer: int("block_count")?,
+            n_layer,
             n_head,
             n_head_kv,
             head_dim,

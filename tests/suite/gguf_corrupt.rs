@@ -3,6 +3,8 @@
 
 use crate::common;
 use dllm::gguf::{GgufError, GgufFile};
+use dllm::model::ModelConfig;
+use dllm::model::weights::Weights;
 use dllm::quant::dequantize;
 use dllm::tokenizer::Tokenizer;
 
@@ -148,9 +150,13 @@ fn unsupported_type_parses_but_is_named_when_used() {
     assert!(err.to_string().contains("TQ1_0"));
 }
 
-/// Everything a loader would touch: parse, tokenizer, and every tensor's data.
+/// Everything a loader would touch: parse, hyperparameters, the weights' table, tokenizer,
+/// and every tensor's data.
 fn exercise(bytes: Vec<u8>) {
     if let Ok(g) = GgufFile::from_bytes("fuzz.gguf", bytes) {
+        if let Ok(c) = ModelConfig::from_gguf(&g) {
+            let _ = Weights::locate(&g, &c);
+        }
         let _ = Tokenizer::from_gguf(&g);
         for t in g.tensors() {
             if t.n_values() <= 1 << 20 {
@@ -210,4 +216,138 @@ fn byte_flipped_fixtures_never_panic() {
         })
         .unwrap();
     eprintln!("{CASES} byte-flipped variants: {} parsed, {} rejected, no panic", parsed.get(), rejected.get());
+}
+
+/// Where each count of a GGUF header lies (tensor and metadata counts, array lengths, string
+/// lengths): the fields a flipped byte turns into an absurd size.
+fn count_fields(bytes: &[u8]) -> Vec<usize> {
+    fn u32_at(b: &[u8], at: usize) -> u32 {
+        u32::from_le_bytes(b[at..at + 4].try_into().unwrap())
+    }
+    fn u64_at(b: &[u8], at: usize) -> u64 {
+        u64::from_le_bytes(b[at..at + 8].try_into().unwrap())
+    }
+    /// Skips a value of type `ty` at `at`, recording its counts; returns the offset after it.
+    fn value(b: &[u8], ty: u32, at: usize, out: &mut Vec<usize>) -> usize {
+        match ty {
+            0 | 1 | 7 => at + 1,
+            2 | 3 => at + 2,
+            4..=6 => at + 4,
+            10..=12 => at + 8,
+            8 => {
+                out.push(at);
+                at + 8 + u64_at(b, at) as usize
+            }
+            9 => {
+                let elem = u32_at(b, at);
+                out.push(at + 4);
+                let n = u64_at(b, at + 4) as usize;
+                (0..n).fold(at + 12, |p, _| value(b, elem, p, out))
+            }
+            _ => panic!("fixture has unknown type {ty}"),
+        }
+    }
+    let mut out = vec![8, 16];
+    let (n_tensors, n_kv) = (u64_at(bytes, 8), u64_at(bytes, 16));
+    let mut at = 24;
+    for _ in 0..n_kv {
+        at = value(bytes, 8, at, &mut out);
+        let ty = u32_at(bytes, at);
+        at = value(bytes, ty, at + 4, &mut out);
+    }
+    for _ in 0..n_tensors {
+        at = value(bytes, 8, at, &mut out);
+        let n_dims = u32_at(bytes, at) as usize;
+        at += 4 + 8 * n_dims + 4 + 8;
+    }
+    out
+}
+
+/// #23.5 and #23.11: every count of the fixtures' headers set to a huge value (up to 2^64 - 1)
+/// is refused or read without a panic and without an allocation sized by the count.
+#[test]
+fn huge_counts_in_headers_never_allocate_by_the_count() {
+    let files: Vec<(Vec<u8>, Vec<usize>)> = FIXTURES
+        .iter()
+        .map(|f| {
+            let b = fixture(f);
+            let c = count_fields(&b);
+            (b, c)
+        })
+        .collect();
+    assert!(files.iter().all(|(_, c)| c.len() > 1000), "the walker found the counts");
+    let strategy = (0usize..3, 0.0f64..1.0, 20u32..64, any::<u64>());
+    runner()
+        .run(&strategy, |(which, pick, bits, low)| {
+            let (bytes, counts) = &files[which];
+            let mut bytes = bytes.clone();
+            let at = counts[(pick * counts.len() as f64) as usize];
+            let huge = (1u64 << bits) | (low >> (64 - bits));
+            bytes[at..at + 8].copy_from_slice(&huge.to_le_bytes());
+            exercise(bytes);
+            Ok(())
+        })
+        .unwrap();
+    eprintln!("{CASES} headers with a huge count: no panic");
+}
+
+/// Patches the u32 value of metadata `key` in a fixture.
+fn with_u32(mut bytes: Vec<u8>, key: &str, value: u32) -> Vec<u8> {
+    let mut needle = (key.len() as u64).to_le_bytes().to_vec();
+    needle.extend_from_slice(key.as_bytes());
+    let at = bytes.windows(needle.len()).position(|w| w == needle).expect("key present") + needle.len();
+    assert_eq!(bytes[at..at + 4], 4u32.to_le_bytes(), "{key} is a u32");
+    bytes[at + 4..at + 8].copy_from_slice(&value.to_le_bytes());
+    bytes
+}
+
+/// #23.5: `block_count = 4e9` asked for 1.8 TB before any tensor was looked up.
+#[test]
+fn an_absurd_block_count_is_refused_before_anything_is_sized_by_it() {
+    let bytes = with_u32(fixture("models/llada-tiny-Q8_0.gguf"), "llada.block_count", 4_000_000_000);
+    let g = GgufFile::from_bytes("blocks.gguf", bytes).unwrap();
+    let err = ModelConfig::from_gguf(&g).unwrap_err().to_string();
+    assert!(err.contains("block_count") && err.contains("4000000000"), "{err}");
+}
+
+/// #23.5: an array that claims more values than any header holds is refused by count, before
+/// its values are read (each takes 32 bytes of memory, however few in the file).
+#[test]
+fn an_array_past_the_value_budget_is_refused() {
+    let count = (1u64 << 22) + 1;
+    let mut w = Writer::new(3, 0, 1);
+    w.str("x").u32(9).u32(0).u64(count).zeros(count as usize);
+    let err = err_text(w.parse());
+    assert!(err.contains("array values") && err.contains(&count.to_string()), "{err}");
+    // Just under the budget reads.
+    let mut w = Writer::new(3, 0, 1);
+    w.str("x").u32(9).u32(0).u64(count - 1).zeros(count as usize - 1);
+    assert!(w.parse().is_ok());
+}
+
+/// #23.5, as a user met it: a one-byte change in an array count of a multi-gigabyte file
+/// asked for tens of gigabytes and aborted the process. Here a sparse 2 GB file claims a
+/// 2e9-byte array, and `dllm inspect` runs with 3.5 GB of address space: it must answer with
+/// an error, not die of an allocation failure.
+#[test]
+#[cfg(target_os = "linux")]
+fn a_huge_array_in_a_large_file_is_an_error_not_an_abort() {
+    let dir = std::env::temp_dir().join(format!("dllm-huge-array-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("huge.gguf");
+    let count = 2_000_000_000u64;
+    let mut w = Writer::new(3, 0, 1);
+    w.str("x").u32(9).u32(0).u64(count);
+    std::fs::write(&path, &w.0).unwrap();
+    // Sparse: no disk is used for the zeros.
+    std::fs::OpenOptions::new().write(true).open(&path).unwrap().set_len(w.0.len() as u64 + count).unwrap();
+    let out = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!("ulimit -v 3500000; exec '{}' inspect '{}'", env!("CARGO_BIN_EXE_dllm"), path.display()))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("array values") && !err.contains("memory allocation"), "{err}");
+    std::fs::remove_dir_all(&dir).ok();
 }
