@@ -58,9 +58,13 @@ pub struct DllmApp {
     /// The step the canvas shows after a run (None: the latest).
     pub replay_step: Option<usize>,
     pub download: DownloadPanel,
-    /// (prompt, raw, token count) of the last prompt checked, so that the settings check does
-    /// not tokenize the prompt again every frame.
-    prompt_len: Option<(String, bool, usize)>,
+    /// The prompt's ids, encoded on a thread of its own (rendering a template and tokenizing
+    /// a long prompt must not stall a frame), once per prompt text.
+    encoded: Option<Encoded>,
+    /// The token count of the last prompt encoded, used while the next one is encoding.
+    last_prompt_len: usize,
+    /// Generate was asked for; the run starts when the prompt's ids are ready.
+    wants_run: bool,
     pub measured: Measured,
     /// Where the last replay page went (or why it did not).
     pub replay_saved: Option<String>,
@@ -72,6 +76,13 @@ pub struct DllmApp {
     /// progress on its own thread.
     pub downloaded: Vec<(String, PathBuf)>,
     scanning: Option<Promise<Vec<(String, PathBuf)>>>,
+}
+
+/// A prompt being (or done being) turned into ids.
+struct Encoded {
+    text: String,
+    raw: bool,
+    ids: Promise<Result<Vec<u32>, EngineError>>,
 }
 
 /// A model loading on its own thread.
@@ -110,7 +121,9 @@ impl DllmApp {
             error: None,
             replay_step: None,
             download: DownloadPanel::default(),
-            prompt_len: None,
+            encoded: None,
+            last_prompt_len: 0,
+            wants_run: false,
             measured: Measured::default(),
             replay_saved: None,
             actions: Vec::new(),
@@ -221,18 +234,37 @@ impl DllmApp {
         self.loading.is_some()
     }
 
-    /// The engine's plan for the current settings and prompt, or why they cannot run.
-    pub fn plan(&mut self) -> Option<Result<DecodingPlan, EngineError>> {
-        let session = self.session.as_ref()?;
+    /// Starts encoding the current prompt unless that is done or under way.
+    fn encode_prompt(&mut self) {
+        let Some(session) = &self.session else { return };
         let (text, raw) = (&self.settings.prompt, self.settings.raw_prompt);
-        let prompt_len = match &self.prompt_len {
-            Some((t, r, n)) if t == text && *r == raw => *n,
-            _ => {
-                let n = session.prompt_ids(&self.prompt()).map(|p| p.len()).unwrap_or(0);
-                self.prompt_len = Some((text.clone(), raw, n));
-                n
-            }
+        if self.encoded.as_ref().is_some_and(|e| &e.text == text && e.raw == raw) {
+            return;
+        }
+        let (encoder, prompt) = (session.prompt_encoder(), self.prompt());
+        let ids = Promise::spawn_thread("dllm-prompt", move || encoder.encode(&prompt));
+        self.encoded = Some(Encoded { text: text.clone(), raw, ids });
+    }
+
+    /// The current prompt's ids, when they are ready.
+    fn prompt_ids(&mut self) -> Option<Result<Vec<u32>, EngineError>> {
+        self.encode_prompt();
+        let ready = self.encoded.as_ref()?.ids.ready()?.clone();
+        if let Ok(ids) = &ready {
+            self.last_prompt_len = ids.len();
+        }
+        Some(ready)
+    }
+
+    /// The engine's plan for the current settings and prompt, or why they cannot run. While
+    /// the prompt is encoding, the last prompt's length stands in for it.
+    pub fn plan(&mut self) -> Option<Result<DecodingPlan, EngineError>> {
+        let prompt_len = match self.prompt_ids() {
+            Some(Err(e)) => return Some(Err(e)),
+            Some(Ok(ids)) => ids.len(),
+            None => self.last_prompt_len,
         };
+        let session = self.session.as_ref()?;
         Some(session.plan(self.settings.params(session.info()), prompt_len))
     }
 
@@ -251,11 +283,26 @@ impl DllmApp {
 
     pub fn generate(&mut self, ctx: &egui::Context) {
         self.replay_saved = None;
+        self.wants_run = self.session.is_some();
+        self.start_when_encoded(ctx);
+    }
+
+    /// Starts the run Generate asked for once the prompt's ids are ready (at once when they
+    /// already are).
+    fn start_when_encoded(&mut self, ctx: &egui::Context) {
+        if !self.wants_run {
+            return;
+        }
+        let Some(ids) = self.prompt_ids() else {
+            ctx.request_repaint_after(std::time::Duration::from_millis(20));
+            return;
+        };
+        self.wants_run = false;
         let Some(session) = &self.session else { return };
         let params = self.settings.params(session.info()).clone();
-        let ctx = ctx.clone();
-        let started = session.prompt_ids(&self.prompt()).and_then(|ids| {
-            let generation = session.generate_notifying(ids, params, move || ctx.request_repaint())?;
+        let notify = ctx.clone();
+        let started = ids.and_then(|ids| {
+            let generation = session.generate_notifying(ids, params, move || notify.request_repaint())?;
             RunView::new(generation, session.info().special.mask)
         });
         match started {
@@ -277,6 +324,10 @@ impl DllmApp {
     /// Takes what the background work has sent (each piece asks for a repaint when it sends,
     /// so nothing here polls on a timer); called at the start of every frame.
     fn poll(&mut self, ctx: &egui::Context) {
+        self.start_when_encoded(ctx);
+        if self.encoded.as_ref().is_some_and(|e| e.ids.ready().is_none()) {
+            ctx.request_repaint_after(std::time::Duration::from_millis(20));
+        }
         if let Some(Loading { path, session, progress }) = self.loading.take() {
             match session.try_take() {
                 Ok(Ok(session)) => {
@@ -287,7 +338,7 @@ impl DllmApp {
                     };
                     self.settings.remember_model(path);
                     self.session = Some(session);
-                    self.prompt_len = None;
+                    self.encoded = None;
                     self.run = None;
                 }
                 Ok(Err(e)) => self.error = Some(e.to_string()),

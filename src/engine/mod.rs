@@ -5,7 +5,8 @@
 mod session;
 
 pub use session::{
-    Event, Finished, Generation, LoadOptions, ModelFile, ModelInfo, Prompt, Session, Started, StepEvent, max_threads,
+    Event, Finished, Generation, LoadOptions, ModelFile, ModelInfo, Prompt, PromptEncoder, Session, Started, StepEvent,
+    max_threads,
 };
 
 use std::path::PathBuf;

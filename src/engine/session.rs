@@ -175,6 +175,46 @@ pub struct Session {
     pack_cache_write: std::sync::Mutex<Option<CacheWrite>>,
 }
 
+/// Turns a prompt into token ids: the tokenizer and the chat template of a loaded model.
+#[derive(Clone)]
+pub struct PromptEncoder {
+    tokenizer: Arc<Tokenizer>,
+    chat_template: Option<Arc<str>>,
+    family: Family,
+}
+
+impl PromptEncoder {
+    pub fn encode(&self, prompt: &Prompt) -> Result<Vec<u32>, EngineError> {
+        let tk = &self.tokenizer;
+        let with_bos = EncodeOptions { add_special: true, parse_special: true };
+        match prompt {
+            Prompt::Ids(ids) => Ok(ids.clone()),
+            Prompt::Raw(text) => Ok(tk.encode(text, with_bos)?),
+            // RND1 is a base model: its repository's demo (task mode) asks as
+            // "Question: ...\nAnswer:", whatever template the file carries.
+            Prompt::Chat(text) if self.family == Family::Rnd1 => {
+                let asked = if text.trim_start().starts_with("Question:") {
+                    text.clone()
+                } else {
+                    format!("Question: {text}\nAnswer:")
+                };
+                Ok(tk.encode(&asked, with_bos)?)
+            }
+            Prompt::Chat(text) => {
+                let Some(template) = &self.chat_template else {
+                    return Ok(tk.encode(text, with_bos)?);
+                };
+                let piece = |id: Option<u32>| id.map(|i| tk.piece(i)).unwrap_or_default();
+                let (bos, eos) = (piece(tk.special.bos), piece(tk.special.eos));
+                let rendered = render(template, &[Message::user(text.clone())], true, &bos, &eos)?;
+                // Templates that write BOS themselves (LLaDA's) must not get a second one.
+                let add_bos = bos.is_empty() || !rendered.starts_with(&bos);
+                Ok(tk.encode(&rendered, EncodeOptions { add_special: add_bos, parse_special: true })?)
+            }
+        }
+    }
+}
+
 /// A model file mapped and its hyperparameters read, its weights not loaded yet: enough to
 /// check a run's settings before paying for a load (a typo must not cost a 5 GB load).
 pub struct ModelFile {
@@ -335,32 +375,16 @@ impl Session {
 
     /// The token ids of a prompt.
     pub fn prompt_ids(&self, prompt: &Prompt) -> Result<Vec<u32>, EngineError> {
-        let tk = &self.tokenizer;
-        let with_bos = EncodeOptions { add_special: true, parse_special: true };
-        match prompt {
-            Prompt::Ids(ids) => Ok(ids.clone()),
-            Prompt::Raw(text) => Ok(tk.encode(text, with_bos)?),
-            // RND1 is a base model: its repository's demo (task mode) asks as
-            // "Question: ...\nAnswer:", whatever template the file carries.
-            Prompt::Chat(text) if self.info.config.family == Family::Rnd1 => {
-                let asked = if text.trim_start().starts_with("Question:") {
-                    text.clone()
-                } else {
-                    format!("Question: {text}\nAnswer:")
-                };
-                Ok(tk.encode(&asked, with_bos)?)
-            }
-            Prompt::Chat(text) => {
-                let Some(template) = &self.info.chat_template else {
-                    return Ok(tk.encode(text, with_bos)?);
-                };
-                let piece = |id: Option<u32>| id.map(|i| tk.piece(i)).unwrap_or_default();
-                let (bos, eos) = (piece(tk.special.bos), piece(tk.special.eos));
-                let rendered = render(template, &[Message::user(text.clone())], true, &bos, &eos)?;
-                // Templates that write BOS themselves (LLaDA's) must not get a second one.
-                let add_bos = bos.is_empty() || !rendered.starts_with(&bos);
-                Ok(tk.encode(&rendered, EncodeOptions { add_special: add_bos, parse_special: true })?)
-            }
+        self.prompt_encoder().encode(prompt)
+    }
+
+    /// What turns prompts into ids, to use on another thread (a window must not render a
+    /// template or tokenize a long prompt while it draws).
+    pub fn prompt_encoder(&self) -> PromptEncoder {
+        PromptEncoder {
+            tokenizer: self.tokenizer.clone(),
+            chat_template: self.info.chat_template.clone().map(Arc::from),
+            family: self.info.config.family,
         }
     }
 

@@ -2,6 +2,7 @@
 //! Encoding runs on the `tokenizers` crate built from the GGUF arrays; decoding is our own
 //! byte-exact table lookup so that pieces can be streamed and shown per canvas cell.
 
+mod atomic;
 mod byte_level;
 mod end_of_generation;
 pub mod pre;
@@ -82,8 +83,8 @@ pub struct Tokenizer {
     bpe: tokenizers::Tokenizer,
     pieces: Vec<Vec<u8>>,
     types: Vec<TokenType>,
-    /// Texts of tokens matched before BPE: (text, id, only when parsing specials), longest first.
-    atomic: Vec<(String, u32, bool)>,
+    /// Texts of tokens matched before BPE.
+    atomic: atomic::AtomicTokens,
     pub special: SpecialIds,
     pub add_bos: bool,
     pub pre: String,
@@ -166,7 +167,7 @@ impl Tokenizer {
                 _ => t.as_bytes().to_vec(),
             })
             .collect();
-        let mut atomic: Vec<(String, u32, bool)> = tokens
+        let atomic: Vec<(String, u32, bool)> = tokens
             .iter()
             .zip(&types)
             .enumerate()
@@ -176,7 +177,7 @@ impl Tokenizer {
                 _ => None,
             })
             .collect();
-        atomic.sort_by(|a, b| b.0.len().cmp(&a.0.len()).then(a.1.cmp(&b.1)));
+        let atomic = atomic::AtomicTokens::new(&atomic);
 
         let id = |key: &str| -> Result<Option<u32>, TokenizerError> {
             match gguf.get_u64(key) {
@@ -223,29 +224,13 @@ impl Tokenizer {
         if opts.add_special && self.add_bos {
             ids.extend(self.special.bos);
         }
-        let mut rest = text;
-        while !rest.is_empty() {
-            // Earliest atomic token; at equal positions the longest (the list is longest first).
-            let next = self
-                .atomic
-                .iter()
-                .filter(|(_, _, needs_special)| opts.parse_special || !needs_special)
-                .filter_map(|(t, id, _)| rest.find(t.as_str()).map(|pos| (pos, t.len(), *id)))
-                .min_by_key(|&(pos, len, _)| (pos, std::cmp::Reverse(len)));
-            let (plain, after) = match next {
-                Some((pos, len, id)) => (&rest[..pos], Some((id, &rest[pos + len..]))),
-                None => (rest, None),
-            };
-            if !plain.is_empty() {
-                let enc = self.bpe.encode_fast(plain, false).map_err(|e| TokenizerError::Encode(e.to_string()))?;
-                ids.extend_from_slice(enc.get_ids());
-            }
-            match after {
-                Some((id, tail)) => {
-                    ids.push(id);
-                    rest = tail;
+        for piece in self.atomic.split(text, opts.parse_special) {
+            match piece {
+                atomic::Piece::Token(id) => ids.push(id),
+                atomic::Piece::Text(plain) => {
+                    let enc = self.bpe.encode_fast(plain, false).map_err(|e| TokenizerError::Encode(e.to_string()))?;
+                    ids.extend_from_slice(enc.get_ids());
                 }
-                None => break,
             }
         }
         Ok(ids)

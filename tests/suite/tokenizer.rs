@@ -152,3 +152,22 @@ fn unknown_pre_tokenizer_is_named() {
     let err = Tokenizer::from_gguf(&gguf).err().expect("unknown pre-tokenizer must fail").to_string();
     assert!(err.contains("zzzzz") && err.contains("patched.gguf") && err.contains("bailingmoe"), "{err}");
 }
+
+/// #23.9: 40 KB of `<|eot_id|>` took 32 s when every special text was searched again after
+/// each match; one automaton pass makes it linear. The ids are checked, and the run time is in
+/// the closing note (this is no timing assert); before the fix this test alone took 32 s.
+#[test]
+fn forty_kilobytes_of_special_tokens_tokenize_in_one_pass() {
+    let tk = load("tokenizer/ggml-vocab-llama-bpe.gguf");
+    let text = "<|eot_id|>".repeat(4000) + "tail<|start_header_id|>";
+    let start = std::time::Instant::now();
+    let ids = tk.encode(&text, EncodeOptions { add_special: false, parse_special: true }).unwrap();
+    eprintln!("40 KB of control tokens: {:?}", start.elapsed());
+    assert_eq!(ids.len(), 4002, "{:?}", &ids[3995..]);
+    assert!(ids[..4000].iter().all(|&id| id == 128009));
+    assert_eq!(ids[4001], 128006);
+    // Without parsing, the same text is ordinary text and round-trips.
+    let plain = tk.encode(&text, EncodeOptions::default()).unwrap();
+    assert!(!plain.contains(&128009));
+    assert_eq!(tk.decode(&plain, false), text);
+}
