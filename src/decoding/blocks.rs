@@ -103,7 +103,7 @@ fn step(d: &mut Denoiser, pass: &Pass, block: std::ops::Range<usize>, rule: Rule
         (Family::Llada, Some(greedy)) => d.choose_rows(pass, &positions, &rows, greedy)?,
         (Family::Llada, None) => {
             d.forward_pass(pass, &rows)?;
-            choose_each(d, &positions, Precision::F64)
+            choose_each(d, &positions, Precision::F64)?
         }
         (Family::Rnd1, _) => unreachable!("RND1's plan has no block sampler"),
     };
@@ -115,5 +115,6 @@ fn step(d: &mut Denoiser, pass: &Pass, block: std::ops::Range<usize>, rule: Rule
             keep_confident(candidates, k, t).0
         }
     };
+    d.check_progress(!positions.is_empty(), &committed)?;
     Ok(d.end_step(&committed))
 }

@@ -81,6 +81,7 @@ pub(super) fn run_quota(d: &mut Denoiser, steps: usize, per_step: usize, thresho
             quota = 0;
         }
         i += 1;
+        d.check_progress(true, &committed)?;
         if !d.end_step(&committed) {
             return Ok(());
         }

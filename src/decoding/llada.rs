@@ -61,12 +61,16 @@ fn candidates_from_logits(
             *c = u + (p.cfg_scale + 1.0) * (*c - u);
         }
     }
-    Ok(choose_each(d, rows, Precision::F32))
+    choose_each(d, rows, Precision::F32)
 }
 
 /// `choose` for each of `positions`, whose logits are the rows of `d.logits` in order (each
 /// copied out, since `choose` writes to it and draws from `d`).
-pub(super) fn choose_each(d: &mut Denoiser, positions: &[usize], precision: Precision) -> Vec<Candidate> {
+pub(super) fn choose_each(
+    d: &mut Denoiser,
+    positions: &[usize],
+    precision: Precision,
+) -> Result<Vec<Candidate>, SamplerError> {
     let n_vocab = d.n_vocab();
     let mut row = std::mem::take(&mut d.row);
     row.resize(n_vocab, 0.0);
@@ -76,7 +80,8 @@ pub(super) fn choose_each(d: &mut Denoiser, positions: &[usize], precision: Prec
         candidates.push(choose(d, &mut row, pos, precision));
     }
     d.row = row;
-    candidates
+    d.check_finite(&candidates)?;
+    Ok(candidates)
 }
 
 /// The float type of the softmax behind a confidence: the official generate.py takes it of

@@ -109,7 +109,21 @@ pub enum SamplerError {
     EmptyPrompt,
     #[error(transparent)]
     Model(#[from] ModelError),
+    /// The model chose its own mask token for every position it was to unmask, step after
+    /// step (see `Denoiser::check_progress`).
+    #[error(
+        "decoding stopped at step {step}: for {stalls} steps in a row the model chose its mask token (id {mask}) for every position it was to fill, so no step made progress; try another seed, a lower threshold or sampling without top-p"
+    )]
+    NoProgress { step: usize, stalls: usize, mask: u32 },
+    /// NaN or infinite logits: the weights or the computation are broken.
+    #[error(
+        "the model's logits are not finite (NaN or infinity) at step {step}, position {position}: the file's weights or the computation are broken, so no answer can be trusted"
+    )]
+    NonFinite { step: usize, position: usize },
 }
+
+/// Steps in a row that unmask nothing before a run gives up (`Denoiser::check_progress`).
+pub const MAX_STALLS: usize = 16;
 
 /// The answer as people read it: up to the first end-of-text token, special tokens left out.
 pub fn answer_ids<'a>(answer: &'a [u32], special: &SpecialTokens) -> &'a [u32] {
@@ -175,6 +189,7 @@ pub fn generate_planned(
         logit_rows: 0,
         step_start: Instant::now(),
         stop: None,
+        stalls: 0,
     };
     // Each loop runs the shape the plan worked out; it derives none of it again.
     match plan.schedule {
@@ -223,6 +238,8 @@ struct Denoiser<'a> {
     logit_rows: usize,
     step_start: Instant,
     stop: Option<Stop>,
+    /// Steps in a row that had positions to fill and filled none (`check_progress`).
+    stalls: usize,
 }
 
 impl Denoiser<'_> {
@@ -270,7 +287,7 @@ impl Denoiser<'_> {
         positions: &[usize],
         rows: &[usize],
         rule: RowRule,
-    ) -> Result<Vec<Candidate>, ModelError> {
+    ) -> Result<Vec<Candidate>, SamplerError> {
         let uniforms: Vec<f64> = if rule.draws() { rows.iter().map(|_| self.uniform()).collect() } else { Vec::new() };
         let t = Instant::now();
         let mut chosen = Vec::with_capacity(rows.len());
@@ -292,22 +309,66 @@ impl Denoiser<'_> {
                 })
                 .collect_into_vec(&mut chosen);
         }
-        Ok(positions.iter().zip(chosen).map(|(&pos, (token, confidence))| (pos, token, confidence)).collect())
+        let candidates: Vec<Candidate> =
+            positions.iter().zip(chosen).map(|(&pos, (token, confidence))| (pos, token, confidence)).collect();
+        self.check_finite(&candidates)?;
+        Ok(candidates)
     }
 
     /// Logits of `rows` of the current canvas into `self.logits`, from a full pass.
-    fn forward(&mut self, rows: &[usize]) -> Result<(), ModelError> {
+    fn forward(&mut self, rows: &[usize]) -> Result<(), SamplerError> {
         self.forward_pass(&Pass::Full, rows)
     }
 
-    /// Logits of `rows` of the current canvas into `self.logits`.
-    fn forward_pass(&mut self, pass: &Pass, rows: &[usize]) -> Result<(), ModelError> {
+    /// Logits of `rows` of the current canvas into `self.logits`, refused if any is NaN or
+    /// infinite (a model's raw logits never are; sampling from them would hide it).
+    fn forward_pass(&mut self, pass: &Pass, rows: &[usize]) -> Result<(), SamplerError> {
         let canvas = std::mem::take(&mut self.canvas);
         let mut logits = std::mem::take(&mut self.logits);
         let r = self.pass_into(&canvas, pass, rows, &mut logits);
         self.canvas = canvas;
         self.logits = logits;
-        r
+        r?;
+        let n_vocab = self.n_vocab();
+        match self.logits[..rows.len() * n_vocab].chunks(n_vocab).position(|row| !rows::all_finite(row)) {
+            Some(r) => Err(SamplerError::NonFinite { step: self.steps_run, position: rows[r] }),
+            None => Ok(()),
+        }
+    }
+
+    /// Refuses candidates whose confidence is NaN: what NaN or infinite logits give (softmax
+    /// over them is NaN), whichever backend applied the rule.
+    fn check_finite(&self, candidates: &[Candidate]) -> Result<(), SamplerError> {
+        match candidates.iter().find(|c| c.2.is_nan()) {
+            Some(&(position, _, _)) => Err(SamplerError::NonFinite { step: self.steps_run, position }),
+            None => Ok(()),
+        }
+    }
+
+    /// The bound of the loops that run until no mask is left (the block samplers and Dream's
+    /// quota sampler). Upstream (Fast-dLLM's `generate` with a threshold, Dream's
+    /// `generation_utils_block.py` and `confidence_threshold`) writes the chosen token even
+    /// when it is the mask id, which leaves the position masked, and loops while a mask is
+    /// left: a model that keeps choosing its mask token loops it for ever (seen with Dream,
+    /// top-p 0.95, threshold 0.5 and a prefix cache: 19,000 steps). dllm writes the same (so
+    /// its steps match upstream's) but counts a step that had positions to fill and unmasked
+    /// none as a stall, and stops with an error after `MAX_STALLS` in a row. Each step either
+    /// unmasks one position at least or is a stall, so a block of n positions ends within
+    /// n (MAX_STALLS + 1) steps.
+    fn check_progress(&mut self, had_positions: bool, committed: &[Candidate]) -> Result<(), SamplerError> {
+        if !had_positions || committed.iter().any(|c| c.1 != self.special.mask) {
+            self.stalls = 0;
+            return Ok(());
+        }
+        self.stalls += 1;
+        if self.stalls >= MAX_STALLS {
+            return Err(SamplerError::NoProgress {
+                step: self.steps_run,
+                stalls: self.stalls,
+                mask: self.special.mask,
+            });
+        }
+        Ok(())
     }
 
     /// Commits `committed` tokens, reports the step, and decides whether to go on.

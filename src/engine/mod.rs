@@ -39,6 +39,9 @@ pub enum EngineError {
     Invalid(ParamError),
     #[error("the prompt is empty")]
     EmptyPrompt,
+    /// A run that cannot go on (no progress, non-finite logits); says why.
+    #[error("{0}")]
+    Decoding(String),
     #[error("{asked} compute threads asked; give 1 to {max} (four per logical CPU of this machine)")]
     Threads { asked: usize, max: usize },
     /// A panic or a stopped thread: a bug, reported rather than raised.
@@ -78,6 +81,9 @@ impl From<SamplerError> for EngineError {
             SamplerError::Invalid(p) => EngineError::Invalid(p),
             SamplerError::EmptyPrompt => EngineError::EmptyPrompt,
             SamplerError::Model(m) => m.into(),
+            other @ (SamplerError::NoProgress { .. } | SamplerError::NonFinite { .. }) => {
+                EngineError::Decoding(other.to_string())
+            }
         }
     }
 }

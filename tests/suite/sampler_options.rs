@@ -239,3 +239,78 @@ fn rnd1_needs_room_for_its_end_position_and_has_no_threshold() {
     let p = GenerateParams { threshold: Some(0.9), ..GenerateParams::defaults_for(Family::Rnd1) };
     assert!(p.plan(Family::Rnd1, 4, 4096).is_err());
 }
+
+/// Every loop that runs until no mask is left, on a model whose most likely token is its own
+/// mask token, whatever it is shown (#23.8: a held-out Dream model with top-p 0.95, threshold
+/// 0.5 and a prefix cache ran past 19,000 steps). Each ends with the no-progress error.
+#[test]
+fn a_model_that_keeps_choosing_its_mask_token_stops_with_an_error() {
+    use dllm::decoding::{KvCacheMode, MAX_STALLS, SamplerError};
+    let logits = |_: &[u32], _: usize| [0.0, 0.5, 0.0, 0.0, 0.0, 0.0, 0.0, 9.0];
+    let cases = [
+        (
+            Family::Dream,
+            GenerateParams { threshold: Some(0.5), block_length: 4, cache: KvCacheMode::Prefix, ..dream(8, 8) },
+        ),
+        (
+            Family::Dream,
+            GenerateParams { threshold: Some(0.5), block_length: 4, cache: KvCacheMode::None, ..dream(8, 8) },
+        ),
+        (Family::Dream, GenerateParams { alg: DreamAlg::ConfidenceThreshold, threshold: Some(0.9), ..dream(8, 8) }),
+        (
+            Family::Llada,
+            GenerateParams { threshold: Some(0.9), block_length: 4, cache: KvCacheMode::Dual, ..llada(8, 8) },
+        ),
+        (Family::Llada, GenerateParams { threshold: Some(0.9), block_length: 4, ..llada(8, 8) }),
+    ];
+    for (family, params) in cases {
+        let mut model = Scripted::new(family, logits);
+        let mut steps = 0;
+        let err = generate(&mut model, &[1, 2], &params, special(), &mut |_| {
+            steps += 1;
+            true
+        })
+        .unwrap_err();
+        assert!(matches!(err, SamplerError::NoProgress { mask: MASK, .. }), "{family:?} {params:?}: {err}");
+        assert!(steps <= MAX_STALLS + 2, "{family:?}: {steps} steps");
+    }
+}
+
+/// A model that chooses its mask token a few times and then a real token is not stopped: the
+/// position stays masked for those steps, as upstream, and the run completes.
+#[test]
+fn a_few_steps_choosing_the_mask_token_are_retried_as_upstream() {
+    use dllm::decoding::KvCacheMode;
+    let calls = std::sync::atomic::AtomicUsize::new(0);
+    let logits = |_: &[u32], _: usize| {
+        if calls.fetch_add(1, std::sync::atomic::Ordering::Relaxed) < 12 {
+            [0.0, 0.5, 0.0, 0.0, 0.0, 0.0, 0.0, 9.0]
+        } else {
+            [0.0, 9.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.5]
+        }
+    };
+    let params = GenerateParams { threshold: Some(0.9), block_length: 4, cache: KvCacheMode::Prefix, ..llada(8, 8) };
+    let out = generate(&mut Scripted::new(Family::Llada, logits), &[1, 2], &params, special(), &mut |_| true).unwrap();
+    assert!(out.canvas[2..].iter().all(|&t| t == 1), "{:?}", out.canvas);
+}
+
+/// NaN or infinite logits are reported with the step and position, not sampled.
+#[test]
+fn non_finite_logits_are_reported() {
+    use dllm::decoding::SamplerError;
+    for bad in [f32::NAN, f32::INFINITY] {
+        let logits = move |_: &[u32], r: usize| {
+            let mut row = [0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0];
+            if r == 3 {
+                row[2] = bad;
+            }
+            row
+        };
+        for (family, params) in [(Family::Llada, llada(4, 4)), (Family::Dream, dream(4, 4))] {
+            let err =
+                generate(&mut Scripted::new(family, logits), &[1, 2], &params, special(), &mut |_| true).unwrap_err();
+            assert!(matches!(err, SamplerError::NonFinite { step: 0, .. }), "{family:?} {bad}: {err}");
+            assert!(err.to_string().contains("not finite"), "{err}");
+        }
+    }
+}
