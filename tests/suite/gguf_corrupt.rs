@@ -170,10 +170,14 @@ const FIXTURES: [&str; 3] =
     ["models/llada-tiny-Q4_K_M.gguf", "models/dream-tiny-Q6_K.gguf", "models/llada-tiny-Q8_0.gguf"];
 /// The header (metadata and tensor table) of these fixtures lies within their first 40 kB.
 const HEADER_REGION: usize = 40_000;
-const CASES: u32 = 2000;
+/// Cases per fuzz test: 2,000 in CI; `DLLM_FUZZ_CASES=100000` for the long run recorded in
+/// benches/results/fuzz-gguf.txt.
+fn cases() -> u32 {
+    std::env::var("DLLM_FUZZ_CASES").ok().and_then(|n| n.parse().ok()).unwrap_or(2000)
+}
 
 fn runner() -> TestRunner {
-    TestRunner::new(ProptestConfig { cases: CASES, failure_persistence: None, ..ProptestConfig::default() })
+    TestRunner::new(ProptestConfig { cases: cases(), failure_persistence: None, ..ProptestConfig::default() })
 }
 
 #[test]
@@ -192,7 +196,7 @@ fn truncated_fixtures_are_rejected_without_panic() {
             Ok(())
         })
         .unwrap();
-    eprintln!("{CASES} truncated variants rejected, no panic");
+    eprintln!("{} truncated variants rejected, no panic", cases());
 }
 
 #[test]
@@ -215,7 +219,7 @@ fn byte_flipped_fixtures_never_panic() {
             Ok(())
         })
         .unwrap();
-    eprintln!("{CASES} byte-flipped variants: {} parsed, {} rejected, no panic", parsed.get(), rejected.get());
+    eprintln!("{} byte-flipped variants: {} parsed, {} rejected, no panic", cases(), parsed.get(), rejected.get());
 }
 
 /// Where each count of a GGUF header lies (tensor and metadata counts, array lengths, string
@@ -288,7 +292,7 @@ fn huge_counts_in_headers_never_allocate_by_the_count() {
             Ok(())
         })
         .unwrap();
-    eprintln!("{CASES} headers with a huge count: no panic");
+    eprintln!("{} headers with a huge count: no panic", cases());
 }
 
 /// Patches the u32 value of metadata `key` in a fixture.
