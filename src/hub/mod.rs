@@ -429,8 +429,17 @@ impl Hub {
             move |source| HubError::Disk { path, source }
         };
         let blob = dir.join("blobs").join(digest);
-        std::fs::rename(part, &blob).map_err(disk(&blob))?;
         let snapshot = dir.join("snapshots").join(commit).join(file);
+        // Every part was checked (`names`); this is the rule they serve, checked as a whole.
+        let inside = |p: &Path| {
+            p.starts_with(&self.cache_dir)
+                && p.strip_prefix(&self.cache_dir)
+                    .is_ok_and(|rest| rest.components().all(|c| matches!(c, std::path::Component::Normal(_))))
+        };
+        if !inside(&blob) || !inside(&snapshot) {
+            return Err(self.untrusted(format!("a path ({}) outside the cache", snapshot.display()), "cache path"));
+        }
+        std::fs::rename(part, &blob).map_err(disk(&blob))?;
         let parent = snapshot.parent().unwrap_or(dir);
         std::fs::create_dir_all(parent).map_err(disk(parent))?;
         let _ = std::fs::remove_file(&snapshot);
