@@ -43,7 +43,7 @@ impl Drop for FinishPackCache<'_> {
     }
 }
 
-fn finish_pack_cache(session: &dllm::engine::Session) {
+pub fn finish_pack_cache(session: &dllm::engine::Session) {
     match &session.info().prepared {
         dllm::model::Preparation::PackedWritingCache(path) => {
             eprintln!("finishing the pack cache for faster loads: {}", path.display());

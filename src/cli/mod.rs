@@ -2,6 +2,7 @@
 
 mod bench;
 mod cache;
+mod chat;
 mod inspect;
 mod load_args;
 mod logits;
@@ -9,6 +10,7 @@ pub(crate) mod output;
 mod param_args;
 mod pull;
 mod run;
+mod serve;
 mod tokenize;
 
 use clap::{Parser, Subcommand};
@@ -45,6 +47,10 @@ enum Command {
     Bench(bench::Args),
     /// List, verify or clear the packed-weight cache files
     Cache(cache::Args),
+    /// A conversation with the model in the terminal (/system, /reset, /save FILE)
+    Chat(chat::Args),
+    /// Serve the model over a local OpenAI-compatible HTTP API, streaming every denoising step
+    Serve(serve::Args),
 }
 
 pub use output::is_closed_pipe;
@@ -60,6 +66,8 @@ pub fn main() -> anyhow::Result<()> {
         Some(Command::Bench(a)) => bench::run(a, process_start),
         Some(Command::Pull(a)) => pull::run(a),
         Some(Command::Cache(a)) => cache::run(a),
+        Some(Command::Serve(a)) => serve::run(a),
+        Some(Command::Chat(a)) => chat::run(a),
         None => {
             let model = match cli.model {
                 Some(path) => Some(path),

@@ -39,6 +39,10 @@ pub enum EngineError {
     Invalid(ParamError),
     #[error("the prompt is empty")]
     EmptyPrompt,
+    #[error(
+        "the conversation does not fit: even its last message alone takes more than the {room} tokens the context leaves beside the answer; shorten it or the answer"
+    )]
+    PromptTooLong { room: usize },
     /// A run that cannot go on (no progress, non-finite logits); says why.
     #[error("{0}")]
     Decoding(String),

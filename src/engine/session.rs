@@ -69,6 +69,9 @@ pub enum Prompt {
     Raw(String),
     /// Token ids used exactly as given.
     Ids(Vec<u32>),
+    /// A conversation (a system message first, if any, then user and assistant turns ending
+    /// with the user's), wrapped in the chat template with the assistant's turn to follow.
+    Messages(Vec<Message>),
 }
 
 /// One denoising step, as sent to the front ends.
@@ -190,28 +193,59 @@ impl PromptEncoder {
         match prompt {
             Prompt::Ids(ids) => Ok(ids.clone()),
             Prompt::Raw(text) => Ok(tk.encode(text, with_bos)?),
-            // RND1 is a base model: its repository's demo (task mode) asks as
-            // "Question: ...\nAnswer:", whatever template the file carries.
-            Prompt::Chat(text) if self.family == Family::Rnd1 => {
-                let asked = if text.trim_start().starts_with("Question:") {
-                    text.clone()
-                } else {
-                    format!("Question: {text}\nAnswer:")
-                };
-                Ok(tk.encode(&asked, with_bos)?)
+            // RND1's own "Question: ..." prompts are taken as they are; see `encode_messages`.
+            Prompt::Chat(text) if self.family == Family::Rnd1 && text.trim_start().starts_with("Question:") => {
+                Ok(tk.encode(text, with_bos)?)
             }
-            Prompt::Chat(text) => {
-                let Some(template) = &self.chat_template else {
-                    return Ok(tk.encode(text, with_bos)?);
-                };
-                let piece = |id: Option<u32>| id.map(|i| tk.piece(i)).unwrap_or_default();
-                let (bos, eos) = (piece(tk.special.bos), piece(tk.special.eos));
-                let rendered = render(template, &[Message::user(text.clone())], true, &bos, &eos)?;
-                // Templates that write BOS themselves (LLaDA's) must not get a second one.
-                let add_bos = bos.is_empty() || !rendered.starts_with(&bos);
-                Ok(tk.encode(&rendered, EncodeOptions { add_special: add_bos, parse_special: true })?)
+            Prompt::Chat(text) => self.encode_messages(&[Message::user(text.clone())]),
+            Prompt::Messages(messages) => self.encode_messages(messages),
+        }
+    }
+
+    fn encode_messages(&self, messages: &[Message]) -> Result<Vec<u32>, EngineError> {
+        let tk = &self.tokenizer;
+        let with_bos = EncodeOptions { add_special: true, parse_special: true };
+        // RND1 is a base model: its repository's demo (task mode) asks as
+        // "Question: ...\nAnswer:", whatever template the file carries; earlier turns are
+        // earlier questions and answers.
+        if self.family == Family::Rnd1 {
+            let mut text = String::new();
+            for m in messages {
+                match m.role.as_str() {
+                    "user" => text.push_str(&format!("Question: {}\nAnswer:", m.content)),
+                    "assistant" => text.push_str(&format!(" {}\n", m.content)),
+                    _ => text.push_str(&format!("{}\n", m.content)),
+                }
+            }
+            return Ok(tk.encode(&text, with_bos)?);
+        }
+        let Some(template) = &self.chat_template else {
+            // No template: the turns' texts, one after another.
+            let text: Vec<&str> = messages.iter().map(|m| m.content.as_str()).collect();
+            return Ok(tk.encode(&text.join("\n"), with_bos)?);
+        };
+        let piece = |id: Option<u32>| id.map(|i| tk.piece(i)).unwrap_or_default();
+        let (bos, eos) = (piece(tk.special.bos), piece(tk.special.eos));
+        let rendered = render(template, messages, true, &bos, &eos)?;
+        // Templates that write BOS themselves (LLaDA's) must not get a second one.
+        let add_bos = bos.is_empty() || !rendered.starts_with(&bos);
+        Ok(tk.encode(&rendered, EncodeOptions { add_special: add_bos, parse_special: true })?)
+    }
+
+    /// The ids of a conversation that leaves `room` tokens or fewer for the prompt: the whole
+    /// conversation when it fits, else without its oldest turns (a system message is kept),
+    /// dropped one at a time. Returns the ids and how many turns were dropped; an error when
+    /// even the last message alone does not fit.
+    pub fn fit(&self, messages: &[Message], room: usize) -> Result<(Vec<u32>, usize), EngineError> {
+        let system = messages.first().is_some_and(|m| m.role == "system") as usize;
+        for dropped in 0..messages.len().saturating_sub(system).max(1) {
+            let kept: Vec<Message> = messages[..system].iter().chain(&messages[system + dropped..]).cloned().collect();
+            let ids = self.encode_messages(&kept)?;
+            if ids.len() <= room {
+                return Ok((ids, dropped));
             }
         }
+        Err(EngineError::PromptTooLong { room })
     }
 }
 

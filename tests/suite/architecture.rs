@@ -18,7 +18,8 @@ const LAYERS: &[&[&str]] = &[
     &["decoding"],
     &["demo"],
     &["engine", "bench", "hub"],
-    &["export"],
+    &["export", "conversation"],
+    &["server"],
     &["app"],
     &["cli"],
 ];
