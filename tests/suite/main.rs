@@ -22,6 +22,7 @@ mod logits;
 mod moe;
 mod pack_cache;
 mod sampler_options;
+mod server;
 mod session;
 #[cfg(feature = "app")]
 mod snapshots;
