@@ -19,3 +19,9 @@ pub fn default_export_dir() -> PathBuf {
 pub fn pack_cache_dir() -> PathBuf {
     cache_dir().join("packed")
 }
+
+/// Where the app keeps saved conversations: `dllm/conversations` in the user's data directory
+/// (on Linux XDG_DATA_HOME, else ~/.local/share).
+pub fn conversations_dir() -> PathBuf {
+    dirs::data_dir().unwrap_or_else(std::env::temp_dir).join("dllm").join("conversations")
+}

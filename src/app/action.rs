@@ -25,4 +25,17 @@ pub enum Action {
     /// Show the canvas as it was after this step.
     ReplayStep(usize),
     SaveReplay,
+    /// Add the message being written to the conversation and generate the reply.
+    ChatSend,
+    /// Generate the last reply again.
+    ChatRegenerate,
+    /// Take the last message back into the message box (its reply is removed).
+    ChatEditLast,
+    /// Save the conversation on display and start another.
+    ChatNew,
+    ChatOpen(String),
+    ChatDelete(String),
+    ChatRename(String),
+    /// Write the conversation on display to the export folder: "md" or "json".
+    ChatExport(&'static str),
 }

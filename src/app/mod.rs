@@ -4,6 +4,7 @@
 mod action;
 mod canvas;
 mod chart;
+mod chat_view;
 mod decoding_mode;
 mod device;
 mod download;
@@ -65,6 +66,8 @@ pub struct DllmApp {
     last_prompt_len: usize,
     /// Generate was asked for; the run starts when the prompt's ids are ready.
     wants_run: bool,
+    /// The conversation of the chat view.
+    pub chat: chat_view::ChatState,
     pub measured: Measured,
     /// Where the last replay page went (or why it did not).
     pub replay_saved: Option<String>,
@@ -78,11 +81,11 @@ pub struct DllmApp {
     scanning: Option<Promise<Vec<(String, PathBuf)>>>,
 }
 
-/// A prompt being (or done being) turned into ids.
+/// A prompt being (or done being) turned into ids: its ids and, for a conversation, how many
+/// of its oldest turns were dropped to fit the context.
 struct Encoded {
-    text: String,
-    raw: bool,
-    ids: Promise<Result<Vec<u32>, EngineError>>,
+    key: String,
+    ids: Promise<Result<(Vec<u32>, usize), EngineError>>,
 }
 
 /// A model loading on its own thread.
@@ -124,6 +127,7 @@ impl DllmApp {
             encoded: None,
             last_prompt_len: 0,
             wants_run: false,
+            chat: chat_view::ChatState::default(),
             measured: Measured::default(),
             replay_saved: None,
             actions: Vec::new(),
@@ -210,6 +214,14 @@ impl DllmApp {
                 mode.apply(family, self.settings.params_mut(session.info()));
             }
             Action::ReplayStep(step) => self.replay_step = Some(step),
+            chat @ (Action::ChatSend
+            | Action::ChatRegenerate
+            | Action::ChatEditLast
+            | Action::ChatNew
+            | Action::ChatOpen(_)
+            | Action::ChatDelete(_)
+            | Action::ChatRename(_)
+            | Action::ChatExport(_)) => self.chat_action(chat, ctx),
             Action::SaveReplay => {
                 if let (Some(run), Some(session)) = (&self.run, &self.session) {
                     self.replay_saved = Some(self.save_replay(run, session));
@@ -234,23 +246,30 @@ impl DllmApp {
         self.loading.is_some()
     }
 
-    /// Starts encoding the current prompt unless that is done or under way.
+    /// Starts encoding the current prompt unless that is done or under way. A conversation
+    /// is fitted to the context, its oldest turns dropped when they must go.
     fn encode_prompt(&mut self) {
         let Some(session) = &self.session else { return };
-        let (text, raw) = (&self.settings.prompt, self.settings.raw_prompt);
-        if self.encoded.as_ref().is_some_and(|e| &e.text == text && e.raw == raw) {
+        let prompt = self.prompt();
+        let key = format!("{prompt:?}");
+        if self.encoded.as_ref().is_some_and(|e| e.key == key) {
             return;
         }
-        let (encoder, prompt) = (session.prompt_encoder(), self.prompt());
-        let ids = Promise::spawn_thread("dllm-prompt", move || encoder.encode(&prompt));
-        self.encoded = Some(Encoded { text: text.clone(), raw, ids });
+        let encoder = session.prompt_encoder();
+        let info = session.info();
+        let room = info.config.context_length.saturating_sub(self.settings.params(info).gen_length);
+        let ids = Promise::spawn_thread("dllm-prompt", move || match &prompt {
+            Prompt::Messages(messages) => encoder.fit(messages, room),
+            other => encoder.encode(other).map(|ids| (ids, 0)),
+        });
+        self.encoded = Some(Encoded { key, ids });
     }
 
-    /// The current prompt's ids, when they are ready.
-    fn prompt_ids(&mut self) -> Option<Result<Vec<u32>, EngineError>> {
+    /// The current prompt's ids (and turns dropped), when they are ready.
+    fn prompt_ids(&mut self) -> Option<Result<(Vec<u32>, usize), EngineError>> {
         self.encode_prompt();
         let ready = self.encoded.as_ref()?.ids.ready()?.clone();
-        if let Ok(ids) = &ready {
+        if let Ok((ids, _)) = &ready {
             self.last_prompt_len = ids.len();
         }
         Some(ready)
@@ -261,7 +280,7 @@ impl DllmApp {
     pub fn plan(&mut self) -> Option<Result<DecodingPlan, EngineError>> {
         let prompt_len = match self.prompt_ids() {
             Some(Err(e)) => return Some(Err(e)),
-            Some(Ok(ids)) => ids.len(),
+            Some(Ok((ids, _))) => ids.len(),
             None => self.last_prompt_len,
         };
         let session = self.session.as_ref()?;
@@ -274,6 +293,9 @@ impl DllmApp {
     }
 
     fn prompt(&self) -> Prompt {
+        if self.settings.chat_mode {
+            return Prompt::Messages(self.chat.conversation.messages());
+        }
         if self.settings.raw_prompt {
             Prompt::Raw(self.settings.prompt.clone())
         } else {
@@ -298,6 +320,15 @@ impl DllmApp {
             return;
         };
         self.wants_run = false;
+        let ids = ids.map(|(ids, dropped)| {
+            if self.settings.chat_mode {
+                // Visibly: the turns go from the conversation and the view says so.
+                self.chat.conversation.drop_oldest(dropped);
+                self.chat.dropped = dropped;
+                self.chat.replying = true;
+            }
+            ids
+        });
         let Some(session) = &self.session else { return };
         let params = self.settings.params(session.info()).clone();
         let notify = ctx.clone();
@@ -311,7 +342,82 @@ impl DllmApp {
                 self.replay_step = None;
                 self.error = None;
             }
-            Err(e) => self.error = Some(e.to_string()),
+            Err(e) => {
+                self.chat.replying = false;
+                self.error = Some(e.to_string());
+            }
+        }
+    }
+
+    /// Applies a chat action.
+    fn chat_action(&mut self, action: Action, ctx: &egui::Context) {
+        let store = self.settings.conversations();
+        let chat = &mut self.chat;
+        match action {
+            Action::ChatSend => {
+                let text = chat.input.trim().to_string();
+                if text.is_empty() || self.session.is_none() {
+                    return;
+                }
+                chat.input.clear();
+                chat.conversation.push("user", text);
+                self.generate(ctx);
+            }
+            Action::ChatRegenerate => {
+                if chat.conversation.turns.last().is_some_and(|t| t.role == "assistant") {
+                    chat.conversation.turns.pop();
+                    self.generate(ctx);
+                }
+            }
+            Action::ChatEditLast => {
+                if chat.conversation.turns.last().is_some_and(|t| t.role == "assistant") {
+                    chat.conversation.turns.pop();
+                }
+                if let Some(turn) = chat.conversation.turns.pop() {
+                    chat.input = turn.content;
+                }
+                chat.save(&store);
+            }
+            Action::ChatNew => {
+                chat.save(&store);
+                let system = std::mem::take(&mut chat.conversation.system);
+                chat.conversation = crate::conversation::Conversation { system, ..Default::default() };
+                chat.id = None;
+                chat.dropped = 0;
+            }
+            Action::ChatOpen(id) => {
+                chat.save(&store);
+                if let Some((_, c)) = chat.saved.iter().find(|(i, _)| *i == id) {
+                    chat.conversation = c.clone();
+                    chat.id = Some(id);
+                    chat.dropped = 0;
+                }
+            }
+            Action::ChatDelete(id) => {
+                if let Err(e) = store.delete(&id) {
+                    chat.message = Some(format!("could not delete the conversation: {e}"));
+                }
+                if chat.id.as_deref() == Some(id.as_str()) {
+                    chat.id = None;
+                    chat.conversation = Default::default();
+                }
+                chat.refresh(&store, true);
+            }
+            Action::ChatRename(title) => {
+                chat.conversation.title = title;
+                chat.renaming = None;
+                chat.save(&store);
+            }
+            Action::ChatExport(format) => {
+                let dir = self.settings.export_dir();
+                let name = chat.id.clone().unwrap_or_else(|| "conversation".into());
+                let path = dir.join(format!("dllm-chat-{name}.{format}"));
+                chat.message = Some(match std::fs::create_dir_all(&dir).and_then(|()| chat.conversation.save(&path)) {
+                    Ok(()) => format!("saved {}", path.display()),
+                    Err(e) => format!("could not save {}: {e}", path.display()),
+                });
+            }
+            _ => {}
         }
     }
 
@@ -351,8 +457,18 @@ impl DllmApp {
             }
             if let Some(e) = run.failed.take() {
                 self.error = Some(e);
+                self.chat.replying = false;
+            }
+            if self.chat.replying && !run.is_running() {
+                // A finished reply joins the conversation, which is saved; a stopped one does not.
+                self.chat.replying = false;
+                if let Some(f) = run.finished.as_ref().filter(|f| !f.generated.cancelled) {
+                    self.chat.conversation.push("assistant", f.text.trim());
+                    self.chat.save(&self.settings.conversations());
+                }
             }
         }
+        self.chat.refresh(&self.settings.conversations(), false);
         if let Some(picking) = self.picking.take() {
             match picking.try_take() {
                 Ok(Some(path)) => self.act(Action::Load(path)),
@@ -510,11 +626,33 @@ impl DllmApp {
     }
 
     fn central(&mut self, ui: &mut egui::Ui) {
+        ui.horizontal(|ui| {
+            ui.selectable_value(&mut self.settings.chat_mode, false, "Prompt");
+            ui.selectable_value(&mut self.settings.chat_mode, true, "Chat");
+        });
+        let running = self.run.as_ref().is_some_and(RunView::is_running);
+        let problem = self.settings_problem();
+        if self.settings.chat_mode {
+            let context = self.session.as_ref().map_or((0, 0, 0), |s| {
+                let info = s.info();
+                (self.last_prompt_len, self.settings.params(info).gen_length, info.config.context_length)
+            });
+            let mut actions = Vec::new();
+            chat_view::ui(ui, &mut self.chat, running, context, &mut actions);
+            self.actions.extend(actions);
+            if let Some(problem) = &problem {
+                ui.colored_label(egui::Color32::from_rgb(240, 170, 60), problem);
+            }
+        } else {
+            self.prompt_controls(ui, running, problem.as_deref());
+        }
+        self.run_panel(ui);
+    }
+
+    fn prompt_controls(&mut self, ui: &mut egui::Ui, running: bool, problem: Option<&str>) {
         let label = ui.label("Prompt");
         ui.add(egui::TextEdit::multiline(&mut self.settings.prompt).desired_rows(3).desired_width(f32::INFINITY))
             .labelled_by(label.id);
-        let running = self.run.as_ref().is_some_and(RunView::is_running);
-        let problem = self.settings_problem();
         ui.horizontal(|ui| {
             let can_run = self.session.is_some() && !running && problem.is_none();
             if ui.add_enabled(can_run, egui::Button::new("Generate")).clicked() {
@@ -523,10 +661,14 @@ impl DllmApp {
             if ui.add_enabled(running, egui::Button::new("Stop")).clicked() {
                 self.act(Action::Stop);
             }
-            if let Some(problem) = &problem {
+            if let Some(problem) = problem {
                 ui.colored_label(egui::Color32::from_rgb(240, 170, 60), problem);
             }
         });
+    }
+
+    /// The current run: its canvas, replay slider, answer and charts.
+    fn run_panel(&mut self, ui: &mut egui::Ui) {
         if let Some(error) = &self.error {
             ui.colored_label(egui::Color32::from_rgb(240, 90, 90), format!("Error: {error}"));
         }

@@ -36,6 +36,10 @@ pub struct Settings {
     pub hf_cache: Option<PathBuf>,
     /// Where "Save as HTML" writes replay pages; None: `dllm-runs` in the home folder.
     pub export_dir: Option<PathBuf>,
+    /// The central panel shows the chat instead of the single prompt.
+    pub chat_mode: bool,
+    /// Where conversations are saved; None: `paths::conversations_dir`.
+    pub conversations_dir: Option<PathBuf>,
 }
 
 impl Default for Settings {
@@ -55,6 +59,8 @@ impl Default for Settings {
             hf_endpoint: None,
             hf_cache: None,
             export_dir: None,
+            chat_mode: false,
+            conversations_dir: None,
         }
     }
 }
@@ -68,6 +74,13 @@ impl Settings {
     /// The folder replay pages are saved in.
     pub fn export_dir(&self) -> PathBuf {
         self.export_dir.clone().unwrap_or_else(crate::paths::default_export_dir)
+    }
+
+    /// The saved conversations' store.
+    pub fn conversations(&self) -> crate::conversation::Store {
+        crate::conversation::Store {
+            dir: self.conversations_dir.clone().unwrap_or_else(crate::paths::conversations_dir),
+        }
     }
 
     /// The settings for this model: the demo model's, else its family's.
