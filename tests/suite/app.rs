@@ -395,3 +395,84 @@ fn every_setting_has_a_control_that_reaches_the_plan() {
         }
     }
 }
+
+/// #22: the chat view answers through the model's template (the engine's answer for the same
+/// conversation), keeps the turns, saves the conversation, and a restarted app lists it and
+/// opens it again; regenerate, edit last, rename, export and delete work on it.
+#[test]
+fn a_chat_is_answered_saved_and_back_after_a_restart() {
+    let model = data("models/llada-tiny-Q8_0.gguf");
+    let dir = std::env::temp_dir().join(format!("dllm-app-chats-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let fresh = |dir: &std::path::Path| {
+        let mut h = harness();
+        let s = &mut h.state_mut().settings;
+        s.conversations_dir = Some(dir.to_path_buf());
+        s.export_dir = Some(dir.join("exports"));
+        s.llada.gen_length = 16;
+        s.llada.steps = 16;
+        s.llada.block_length = 16;
+        s.llada.early_stop = false;
+        h
+    };
+    let mut h = fresh(&dir);
+    load(&mut h, &model);
+    h.get_by_label("Chat").click();
+    h.run_steps(3);
+    let say = |h: &mut Harness<'static, DllmApp>, text: &str| {
+        h.get_by_role_and_label(Role::MultilineTextInput, "Message").click();
+        h.run_steps(2);
+        h.get_by_role_and_label(Role::MultilineTextInput, "Message").type_text(text);
+        h.run_steps(2);
+        h.get_by_label("Send").click();
+        h.run_steps(3);
+        wait_for(h, "the reply", |a| !a.chat.replying && a.run.as_ref().is_some_and(|r| !r.is_running()));
+    };
+    say(&mut h, "Hello there");
+    let turns = h.state().chat.conversation.turns.clone();
+    assert_eq!(turns.len(), 2, "{turns:?}");
+    assert_eq!((turns[0].role.as_str(), turns[0].content.as_str()), ("user", "Hello there"));
+
+    // The same conversation through the engine API gives the same reply.
+    let session = Session::load(&model, LoadOptions::default()).unwrap();
+    let asked = vec![dllm::chat::Message::user("Hello there")];
+    let ids = session.prompt_ids(&Prompt::Messages(asked)).unwrap();
+    let expected = session.generate(ids, h.state().settings.llada.clone()).unwrap().wait(|_| {}).unwrap();
+    assert_eq!(turns[1].content, expected.text.trim());
+    assert!(h.query_by_label("Hello there").is_some(), "the turn is shown");
+
+    say(&mut h, "And then?");
+    assert_eq!(h.state().chat.conversation.turns.len(), 4);
+    // Regenerate replaces the last reply; Edit last takes the message back.
+    h.get_by_label("Regenerate").click();
+    h.run_steps(3);
+    wait_for(&mut h, "the new reply", |a| !a.chat.replying && a.run.as_ref().is_some_and(|r| !r.is_running()));
+    assert_eq!(h.state().chat.conversation.turns.len(), 4);
+    h.get_by_label("Edit last").click();
+    h.run_steps(3);
+    assert_eq!((h.state().chat.conversation.turns.len(), h.state().chat.input.as_str()), (2, "And then?"));
+    let saved = h.state().settings.conversations().list();
+    assert_eq!(saved.len(), 1, "one conversation saved");
+    assert_eq!(saved[0].1.turns.len(), 2);
+    let id = saved[0].0.clone();
+    drop(h);
+
+    // A new app (a restart) lists it and opens it.
+    let mut h = fresh(&dir);
+    h.get_by_label("Chat").click();
+    h.run_steps(3);
+    assert_eq!(h.state().chat.saved.len(), 1);
+    let ctx = h.ctx.clone();
+    h.state_mut().apply(Action::ChatOpen(id.clone()), &ctx);
+    h.run_steps(3);
+    assert_eq!(h.state().chat.conversation.turns.len(), 2);
+    assert!(h.query_by_label("Hello there").is_some(), "the reopened turn is shown");
+    h.state_mut().apply(Action::ChatRename("Greetings".into()), &ctx);
+    assert_eq!(h.state().settings.conversations().list()[0].1.title, "Greetings");
+    h.state_mut().apply(Action::ChatExport("md"), &ctx);
+    let md = std::fs::read_to_string(dir.join("exports").join(format!("dllm-chat-{id}.md"))).unwrap();
+    assert!(md.starts_with("# Greetings") && md.contains("**You:** Hello there"), "{md}");
+    h.state_mut().apply(Action::ChatDelete(id), &ctx);
+    assert!(h.state().settings.conversations().list().is_empty());
+    std::fs::remove_dir_all(&dir).ok();
+}
