@@ -38,4 +38,6 @@ pub enum Action {
     ChatRename(String),
     /// Write the conversation on display to the export folder: "md" or "json".
     ChatExport(&'static str),
+    /// Serve the loaded model over the OpenAI-compatible API (true), or stop (false).
+    Serve(bool),
 }

@@ -53,7 +53,7 @@ pub struct DllmApp {
     pub settings: Settings,
     pub model_path: String,
     loading: Option<Loading>,
-    pub session: Option<Session>,
+    pub session: Option<Arc<Session>>,
     pub run: Option<RunView>,
     pub error: Option<String>,
     /// The step the canvas shows after a run (None: the latest).
@@ -68,6 +68,10 @@ pub struct DllmApp {
     wants_run: bool,
     /// The conversation of the chat view.
     pub chat: chat_view::ChatState,
+    /// The loaded model served to other tools (the Serve toggle), and the last step of a
+    /// request it served, which the window shows.
+    pub serving: Option<crate::server::RunningServer>,
+    pub served: Arc<std::sync::Mutex<Option<crate::server::ServedStep>>>,
     pub measured: Measured,
     /// Where the last replay page went (or why it did not).
     pub replay_saved: Option<String>,
@@ -128,6 +132,8 @@ impl DllmApp {
             last_prompt_len: 0,
             wants_run: false,
             chat: chat_view::ChatState::default(),
+            serving: None,
+            served: Arc::default(),
             measured: Measured::default(),
             replay_saved: None,
             actions: Vec::new(),
@@ -148,6 +154,8 @@ impl DllmApp {
         self.error = None;
         self.stop();
         self.run = None;
+        // The server holds the model too: it stops with it.
+        self.serving = None;
         self.session = None;
         let options = self.settings.load_options();
         let p = path.clone();
@@ -214,6 +222,21 @@ impl DllmApp {
                 mode.apply(family, self.settings.params_mut(session.info()));
             }
             Action::ReplayStep(step) => self.replay_step = Some(step),
+            Action::Serve(false) => self.serving = None,
+            Action::Serve(true) => {
+                let Some(session) = &self.session else { return };
+                let options = crate::server::ServeOptions { port: self.settings.serve_port, ..Default::default() };
+                let (served, ctx) = (self.served.clone(), ctx.clone());
+                let observer: crate::server::Observer = Arc::new(move |step| {
+                    *served.lock().unwrap_or_else(|e| e.into_inner()) = Some(step.clone());
+                    ctx.request_repaint();
+                });
+                let name = session.info().name.clone().unwrap_or_else(|| "model".into());
+                match crate::server::start(session.clone(), name, options, Some(observer)) {
+                    Ok(server) => self.serving = Some(server),
+                    Err(e) => self.error = Some(e.to_string()),
+                }
+            }
             chat @ (Action::ChatSend
             | Action::ChatRegenerate
             | Action::ChatEditLast
@@ -443,7 +466,7 @@ impl DllmApp {
                         kernels: crate::cpu::active_isa().name(),
                     };
                     self.settings.remember_model(path);
-                    self.session = Some(session);
+                    self.session = Some(Arc::new(session));
                     self.encoded = None;
                     self.run = None;
                 }
@@ -731,6 +754,37 @@ impl DllmApp {
         self.actions.extend(actions);
     }
 
+    /// The Serve toggle: the loaded model over the OpenAI-compatible API on 127.0.0.1, with
+    /// the last served request's canvas.
+    fn serve_panel(&mut self, ui: &mut egui::Ui) {
+        let mut on = self.serving.is_some();
+        ui.horizontal(|ui| {
+            let label = ui.label("Port");
+            ui.add_enabled(!on, egui::DragValue::new(&mut self.settings.serve_port)).labelled_by(label.id);
+        });
+        let enabled = self.session.is_some();
+        if ui.add_enabled(enabled, egui::Checkbox::new(&mut on, "Serve this model")).changed() {
+            self.act(Action::Serve(on));
+        }
+        let (Some(server), Some(session)) = (&self.serving, &self.session) else { return };
+        ui.label(format!("OpenAI base URL: http://{}/v1", server.addr));
+        let status = &server.shared.status;
+        ui.label(format!(
+            "served {} \u{2022} cancelled {} \u{2022} turned away {}",
+            status.served.load(Ordering::Relaxed),
+            status.cancelled.load(Ordering::Relaxed),
+            status.rejected.load(Ordering::Relaxed)
+        ));
+        let last = self.served.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        if let Some(step) = last {
+            ui.label(format!("{}: step {} of {}", step.request, step.step, step.steps));
+            let tk = session.tokenizer();
+            let mask = session.info().special.mask;
+            let cells: Vec<String> = step.canvas[step.prompt_len..].iter().map(|&id| tk.cell_text(id, mask)).collect();
+            ui.label(RichText::new(cells.join(" ")).monospace());
+        }
+    }
+
     /// Writes the run as an HTML replay page into the export folder; says where, or what failed.
     fn save_replay(&self, run: &RunView, session: &Session) -> String {
         let dir = self.settings.export_dir();
@@ -773,6 +827,8 @@ impl eframe::App for DllmApp {
                 ui.separator();
                 ui.heading("Settings");
                 self.settings_panel(ui);
+                ui.separator();
+                ui.collapsing("Serve to other tools", |ui| self.serve_panel(ui));
                 ui.separator();
                 ui.collapsing("About", |ui| {
                     ui.label(window_title());

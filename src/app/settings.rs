@@ -40,6 +40,8 @@ pub struct Settings {
     pub chat_mode: bool,
     /// Where conversations are saved; None: `paths::conversations_dir`.
     pub conversations_dir: Option<PathBuf>,
+    /// The port the Serve toggle listens on (127.0.0.1; 0: any free one).
+    pub serve_port: u16,
 }
 
 impl Default for Settings {
@@ -61,6 +63,7 @@ impl Default for Settings {
             export_dir: None,
             chat_mode: false,
             conversations_dir: None,
+            serve_port: 8080,
         }
     }
 }

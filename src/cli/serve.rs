@@ -49,7 +49,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     } else {
         model.file_stem().map_or("model".into(), |s| s.to_string_lossy().into_owned())
     };
-    let server = start(session.clone(), name.clone(), options)?;
+    let server = start(session.clone(), name.clone(), options, None)?;
     eprintln!("dllm serve: {name} on http://{} (OpenAI base URL http://{}/v1); Ctrl-C stops", server.addr, server.addr);
     super::load_args::finish_pack_cache(&session);
     // Serves until the process is stopped.

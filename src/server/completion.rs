@@ -74,6 +74,18 @@ fn now() -> u64 {
 }
 
 impl Job {
+    fn observe(&self, shared: &Shared, step: &crate::engine::StepEvent, steps: usize, prompt_len: usize) {
+        if let Some(observer) = &shared.observer {
+            observer(&super::ServedStep {
+                request: self.id.clone(),
+                step: step.index + 1,
+                steps,
+                prompt_len,
+                canvas: step.canvas.clone(),
+            });
+        }
+    }
+
     fn envelope(&self, shared: &Shared, chunk: bool, choice: Value) -> Value {
         json!({
             "id": self.id,
@@ -106,7 +118,9 @@ impl Job {
     pub fn answer_whole(self, shared: &Shared) -> Result<Value, ApiError> {
         let session = &shared.session;
         let generation = session.generate(self.prompt.clone(), self.params.clone()).map_err(super::engine_error)?;
-        let finished = generation.wait(|_| {}).map_err(super::engine_error)?;
+        let (prompt_len, steps) = (self.prompt.len(), self.params.steps);
+        let finished =
+            generation.wait(|step| self.observe(shared, step, steps, prompt_len)).map_err(super::engine_error)?;
         let special = &session.info().special;
         let (text, reason) = self.finish(&finished, special);
         let mut body = self.envelope(shared, false, self.kind.choice(&text, Some(reason), false));
@@ -162,6 +176,7 @@ impl Job {
                     return Ok(ok.is_ok());
                 }
             };
+            self.observe(shared, &step, planned, prompt_len);
             let answer = &step.canvas[prompt_len..];
             let masked = answer.iter().filter(|&&t| t == special.mask).count();
             let committed = answer.iter().position(|&t| t == special.mask).unwrap_or(answer.len());

@@ -65,12 +65,27 @@ pub struct Status {
     pub admitted: AtomicUsize,
 }
 
+/// One step of a served request, for a window that shows the requests' canvases.
+#[derive(Debug, Clone)]
+pub struct ServedStep {
+    pub request: String,
+    /// 1-based, of `steps` planned (or at most).
+    pub step: usize,
+    pub steps: usize,
+    pub prompt_len: usize,
+    pub canvas: Vec<u32>,
+}
+
+/// Called on a request's thread after each of its steps.
+pub type Observer = Arc<dyn Fn(&ServedStep) + Send + Sync>;
+
 /// What every request handler reads.
 pub struct Shared {
     pub session: Arc<Session>,
     pub model_name: String,
     pub options: ServeOptions,
     pub status: Status,
+    pub observer: Option<Observer>,
     next_id: AtomicU64,
 }
 
@@ -102,15 +117,27 @@ impl ServeOptions {
     }
 }
 
-/// Binds and starts serving `session` (named `model_name` in the API).
-pub fn start(session: Arc<Session>, model_name: String, options: ServeOptions) -> Result<RunningServer, ServeError> {
+/// Binds and starts serving `session` (named `model_name` in the API); `observer`, when
+/// given, sees every step of every request.
+pub fn start(
+    session: Arc<Session>,
+    model_name: String,
+    options: ServeOptions,
+    observer: Option<Observer>,
+) -> Result<RunningServer, ServeError> {
     let addr = options.check()?;
     let server =
         tiny_http::Server::http(addr).map_err(|e| ServeError::Bind { addr: addr.to_string(), why: e.to_string() })?;
     let addr = server.server_addr().to_ip().unwrap_or(addr);
     let server = Arc::new(server);
-    let shared =
-        Arc::new(Shared { session, model_name, options, status: Status::default(), next_id: AtomicU64::new(1) });
+    let shared = Arc::new(Shared {
+        session,
+        model_name,
+        options,
+        status: Status::default(),
+        observer,
+        next_id: AtomicU64::new(1),
+    });
     let (listener, state) = (server.clone(), shared.clone());
     std::thread::Builder::new()
         .name("dllm-serve".into())

@@ -476,3 +476,34 @@ fn a_chat_is_answered_saved_and_back_after_a_restart() {
     assert!(h.state().settings.conversations().list().is_empty());
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// #22: the app serves the model it has loaded (the Serve toggle), and shows each served
+/// request's canvas as it denoises; turning it off stops the server.
+#[test]
+fn the_app_serves_its_model_and_shows_each_requests_canvas() {
+    let mut h = harness();
+    h.state_mut().settings.serve_port = 0;
+    load(&mut h, &data("models/llada-tiny-Q8_0.gguf"));
+    h.get_by_label("Serve to other tools").click();
+    h.run_steps(3);
+    h.get_by_label("Serve this model").click();
+    h.run_steps(3);
+    let addr = h.state().serving.as_ref().expect("serving").addr;
+    let request = std::thread::spawn(move || {
+        let body =
+            serde_json::json!({"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 16, "temperature": 0});
+        let mut response = ureq::post(format!("http://{addr}/v1/chat/completions")).send_json(body).unwrap();
+        response.body_mut().read_json::<serde_json::Value>().unwrap()
+    });
+    wait_for(&mut h, "the served request's last step", |a| {
+        a.served.lock().unwrap().as_ref().is_some_and(|s| s.step == s.steps)
+    });
+    let answer = request.join().unwrap();
+    assert!(answer["choices"][0]["message"]["content"].is_string(), "{answer}");
+    assert!(h.query_by_label_contains("step 16 of 16").is_some(), "the request's canvas is shown");
+    assert!(h.query_by_label_contains(&format!("http://{addr}/v1")).is_some());
+    h.get_by_label("Serve this model").click();
+    h.run_steps(3);
+    assert!(h.state().serving.is_none());
+    assert!(ureq::get(format!("http://{addr}/health")).call().is_err(), "stopped serving");
+}
