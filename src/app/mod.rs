@@ -386,11 +386,9 @@ impl DllmApp {
                 chat.conversation.push("user", text);
                 self.generate(ctx);
             }
-            Action::ChatRegenerate => {
-                if chat.conversation.turns.last().is_some_and(|t| t.role == "assistant") {
-                    chat.conversation.turns.pop();
-                    self.generate(ctx);
-                }
+            Action::ChatRegenerate if chat.conversation.turns.last().is_some_and(|t| t.role == "assistant") => {
+                chat.conversation.turns.pop();
+                self.generate(ctx);
             }
             Action::ChatEditLast => {
                 if chat.conversation.turns.last().is_some_and(|t| t.role == "assistant") {
