@@ -19,7 +19,8 @@ pub struct ChatState {
     pub input: String,
     /// Turns dropped at the last send to fit the context (said until the next send).
     pub dropped: usize,
-    /// A reply to the conversation is being generated (the app's current run).
+    /// A reply to the conversation is asked for or being generated (the app's next or
+    /// current run).
     pub replying: bool,
     /// The saved conversations, and the folder they were listed from.
     pub saved: Vec<(String, Conversation)>,

@@ -384,10 +384,12 @@ impl DllmApp {
                 }
                 chat.input.clear();
                 chat.conversation.push("user", text);
+                chat.replying = true;
                 self.generate(ctx);
             }
             Action::ChatRegenerate if chat.conversation.turns.last().is_some_and(|t| t.role == "assistant") => {
                 chat.conversation.turns.pop();
+                chat.replying = true;
                 self.generate(ctx);
             }
             Action::ChatEditLast => {
@@ -480,7 +482,9 @@ impl DllmApp {
                 self.error = Some(e);
                 self.chat.replying = false;
             }
-            if self.chat.replying && !run.is_running() {
+            // A reply in progress is the run that starts once its prompt is encoded, not the
+            // one on display before it.
+            if self.chat.replying && !self.wants_run && !run.is_running() {
                 // A finished reply joins the conversation, which is saved; a stopped one does not.
                 self.chat.replying = false;
                 if let Some(f) = run.finished.as_ref().filter(|f| !f.generated.cancelled) {

@@ -89,16 +89,25 @@ pub struct Shared {
     next_id: AtomicU64,
 }
 
-/// A server running on its own threads; dropping it stops listening.
+/// A server running on its own threads; dropping it stops listening (requests already
+/// admitted finish on their threads).
 pub struct RunningServer {
     pub addr: SocketAddr,
     pub shared: Arc<Shared>,
-    server: Arc<tiny_http::Server>,
+    server: Option<Arc<tiny_http::Server>>,
+    listener: Option<std::thread::JoinHandle<()>>,
 }
 
 impl Drop for RunningServer {
     fn drop(&mut self) {
-        self.server.unblock();
+        // The listening thread ends once unblocked; when it and this handle have let go of
+        // the server, tiny_http closes the socket.
+        if let Some(server) = self.server.take() {
+            server.unblock();
+        }
+        if let Some(listener) = self.listener.take() {
+            let _ = listener.join();
+        }
     }
 }
 
@@ -139,7 +148,7 @@ pub fn start(
         next_id: AtomicU64::new(1),
     });
     let (listener, state) = (server.clone(), shared.clone());
-    std::thread::Builder::new()
+    let listening = std::thread::Builder::new()
         .name("dllm-serve".into())
         .spawn(move || {
             for request in listener.incoming_requests() {
@@ -152,7 +161,7 @@ pub fn start(
             }
         })
         .map_err(|e| ServeError::Bind { addr: addr.to_string(), why: e.to_string() })?;
-    Ok(RunningServer { addr, shared, server })
+    Ok(RunningServer { addr, shared, server: Some(server), listener: Some(listening) })
 }
 
 fn header(request: &tiny_http::Request, name: &'static str) -> Option<String> {

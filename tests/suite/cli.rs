@@ -298,3 +298,42 @@ fn every_generation_flag_reaches_the_plan() {
         assert!(e.contains(&format!("--{}: applies to", other.flag)), "{e}");
     }
 }
+
+/// `dllm chat` reads turns and commands line by line (here from a pipe): a reply per message
+/// through the template, /system, /save as JSON and Markdown, /reset.
+#[test]
+fn chat_answers_turns_and_saves_the_conversation() {
+    use std::io::Write;
+    let dir = std::env::temp_dir().join(format!("dllm-cli-chat-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (json, md) = (dir.join("chat.json"), dir.join("chat.md"));
+    let model = data("models/llada-tiny-Q8_0.gguf");
+    let mut child = common::dllm_command()
+        .args(["chat", "-m", &model, "--gen", "16", "--steps", "16", "--block", "16", "--no-early-stop"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let script = format!(
+        "/system Be brief.\nHello there\nAnd then?\n/save {}\n/save {}\n/reset\n/quit\n",
+        json.display(),
+        md.display()
+    );
+    child.stdin.take().unwrap().write_all(script.as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let saved = dllm::conversation::Conversation::load(&json).unwrap();
+    assert_eq!(saved.system, "Be brief.");
+    let roles: Vec<&str> = saved.turns.iter().map(|t| t.role.as_str()).collect();
+    assert_eq!(roles, ["user", "assistant", "user", "assistant"]);
+    assert_eq!(saved.turns[2].content, "And then?");
+    // Each reply was printed, in order.
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let first = stdout.find(saved.turns[1].content.as_str()).expect("the first reply printed");
+    assert!(stdout[first..].contains(saved.turns[3].content.as_str()), "{stdout}");
+    assert!(std::fs::read_to_string(&md).unwrap().contains("**You:** And then?"));
+    assert!(err.contains("the conversation is forgotten"), "{err}");
+    std::fs::remove_dir_all(&dir).ok();
+}
