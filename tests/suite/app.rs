@@ -24,13 +24,18 @@ fn harness() -> Harness<'static, DllmApp> {
     h
 }
 
+/// Types `text` into the field labelled `field` and presses `button`.
+fn type_and_press(h: &mut Harness<'static, DllmApp>, role: Role, field: &str, text: &str, button: &str) {
+    h.get_by_role_and_label(role, field).click();
+    h.run_steps(3);
+    h.get_by_role_and_label(role, field).type_text(text);
+    h.run_steps(3);
+    h.get_by_label(button).click();
+    h.run_steps(3);
+}
+
 fn load(h: &mut Harness<'static, DllmApp>, path: &str) {
-    h.get_by_role_and_label(Role::TextInput, "Model file").click();
-    h.run_steps(3);
-    h.get_by_role_and_label(Role::TextInput, "Model file").type_text(path);
-    h.run_steps(3);
-    h.get_by_label("Load").click();
-    h.run_steps(3);
+    type_and_press(h, Role::TextInput, "Model file", path, "Load");
     wait_for(h, "the model to load", |a| !a.is_loading());
 }
 
@@ -420,12 +425,7 @@ fn a_chat_is_answered_saved_and_back_after_a_restart() {
     h.get_by_label("Chat").click();
     h.run_steps(3);
     let say = |h: &mut Harness<'static, DllmApp>, text: &str| {
-        h.get_by_role_and_label(Role::MultilineTextInput, "Message").click();
-        h.run_steps(2);
-        h.get_by_role_and_label(Role::MultilineTextInput, "Message").type_text(text);
-        h.run_steps(2);
-        h.get_by_label("Send").click();
-        h.run_steps(3);
+        type_and_press(h, Role::MultilineTextInput, "Message", text, "Send");
         wait_for(h, "the reply", |a| !a.chat.replying && a.run.as_ref().is_some_and(|r| !r.is_running()));
     };
     say(&mut h, "Hello there");
