@@ -254,7 +254,6 @@ fn handle(mut request: tiny_http::Request, shared: &Shared) {
                     "no endpoint {path}; dllm serves /v1/models, /v1/chat/completions, /v1/completions, /health and /dllm/status"
                 ),
             );
-            let _ = request.as_reader();
             fail(request, &e)
         }
     }
