@@ -199,7 +199,7 @@ pub(crate) fn engine_error(e: EngineError) -> ApiError {
     }
 }
 
-fn handle(mut request: tiny_http::Request, shared: &Shared) {
+fn handle(request: tiny_http::Request, shared: &Shared) {
     let path = request.url().split('?').next().unwrap_or("").to_string();
     let method = request.method().as_str().to_ascii_uppercase();
     if path == "/health" && method == "GET" {
