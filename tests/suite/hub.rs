@@ -22,6 +22,16 @@ fn hub(mock: &MockHub) -> (Hub, tempdir::Dir) {
     (Hub::new(&mock.endpoint, dir.0.join("cache")), dir)
 }
 
+/// A mock serving the fixture, a hub with a fresh cache, the repository's listing and the
+/// fixture's bytes.
+fn served() -> (MockHub, Hub, tempdir::Dir, Vec<RemoteFile>, Vec<u8>) {
+    let (name, bytes) = fixture();
+    let mock = start_mock(HashMap::from([(name, bytes.clone())]));
+    let (hub, dir) = hub(&mock);
+    let files = hub.list_gguf(REPO).unwrap();
+    (mock, hub, dir, files, bytes)
+}
+
 mod tempdir {
     /// A fresh directory under the system temp dir, removed on drop.
     pub struct Dir(pub std::path::PathBuf);
@@ -65,10 +75,7 @@ fn download_reaches_100_percent_verifies_and_loads() {
 
 #[test]
 fn an_interrupted_download_resumes_where_it_stopped() {
-    let (name, bytes) = fixture();
-    let mock = start_mock(HashMap::from([(name, bytes.clone())]));
-    let (hub, _dir) = hub(&mock);
-    let files = hub.list_gguf(REPO).unwrap();
+    let (mock, hub, _dir, files, bytes) = served();
     mock.faults.lock().unwrap().cut_next_transfer_at = Some(700_000);
     let first = hub.download(REPO, &files[0], &mut |_, _| {}, &AtomicBool::new(false));
     assert!(first.is_err(), "a cut transfer is an error, not a model");
@@ -85,10 +92,7 @@ fn an_interrupted_download_resumes_where_it_stopped() {
 
 #[test]
 fn cancel_stops_and_a_later_download_resumes() {
-    let (name, bytes) = fixture();
-    let mock = start_mock(HashMap::from([(name, bytes.clone())]));
-    let (hub, _dir) = hub(&mock);
-    let files = hub.list_gguf(REPO).unwrap();
+    let (_mock, hub, _dir, files, bytes) = served();
     let cancel = AtomicBool::new(false);
     let calls = AtomicUsize::new(0);
     let err = hub
@@ -199,10 +203,7 @@ fn repository_ids_that_climb_out_are_refused() {
 /// #23.1: a redirect without a Location is an error value, not a panic in the transfer.
 #[test]
 fn a_redirect_without_location_is_an_error() {
-    let (name, bytes) = fixture();
-    let mock = start_mock(HashMap::from([(name, bytes)]));
-    let (hub, _dir) = hub(&mock);
-    let files = hub.list_gguf(REPO).unwrap();
+    let (mock, hub, _dir, files, _) = served();
     mock.faults.lock().unwrap().redirect_without_location = true;
     let err = hub.download(REPO, &files[0], &mut |_, _| {}, &AtomicBool::new(false)).unwrap_err();
     assert!(err.to_string().contains(&files[0].path), "{err}");
@@ -212,10 +213,7 @@ fn a_redirect_without_location_is_an_error() {
 /// (it used to fail for ever with "http status: 416").
 #[test]
 fn after_a_failed_verification_the_next_try_succeeds() {
-    let (name, bytes) = fixture();
-    let mock = start_mock(HashMap::from([(name, bytes.clone())]));
-    let (hub, _dir) = hub(&mock);
-    let files = hub.list_gguf(REPO).unwrap();
+    let (mock, hub, _dir, files, bytes) = served();
     // The listed digest is right; the bytes the server sends are not.
     mock.faults.lock().unwrap().corrupt_bodies = true;
     let err = hub.download(REPO, &files[0], &mut |_, _| {}, &AtomicBool::new(false)).unwrap_err();
@@ -228,10 +226,7 @@ fn after_a_failed_verification_the_next_try_succeeds() {
 /// #23.2: a server that refuses the resume (416) gets one fresh start.
 #[test]
 fn a_refused_resume_starts_once_more_from_zero() {
-    let (name, bytes) = fixture();
-    let mock = start_mock(HashMap::from([(name, bytes.clone())]));
-    let (hub, _dir) = hub(&mock);
-    let files = hub.list_gguf(REPO).unwrap();
+    let (mock, hub, _dir, files, bytes) = served();
     mock.faults.lock().unwrap().cut_next_transfer_at = Some(300_000);
     assert!(hub.download(REPO, &files[0], &mut |_, _| {}, &AtomicBool::new(false)).is_err());
     mock.faults.lock().unwrap().refuse_ranges = true;
@@ -245,11 +240,8 @@ fn a_refused_resume_starts_once_more_from_zero() {
 /// the 4 KiB are resumed from.
 #[test]
 fn a_stalled_transfer_times_out_and_resumes() {
-    let (name, bytes) = fixture();
-    let mock = start_mock(HashMap::from([(name, bytes.clone())]));
-    let (mut hub, _dir) = hub(&mock);
+    let (mock, mut hub, _dir, files, bytes) = served();
     hub.stall_timeout = Duration::from_secs(1);
-    let files = hub.list_gguf(REPO).unwrap();
     mock.faults.lock().unwrap().stall_after = Some(4096);
     let err = hub.download(REPO, &files[0], &mut |_, _| {}, &AtomicBool::new(false)).unwrap_err();
     let text = err.to_string();
@@ -267,10 +259,7 @@ fn a_stalled_transfer_times_out_and_resumes() {
 /// its own at its next read).
 #[test]
 fn cancel_does_not_wait_for_bytes() {
-    let (name, bytes) = fixture();
-    let mock = start_mock(HashMap::from([(name, bytes)]));
-    let (hub, _dir) = hub(&mock);
-    let files = hub.list_gguf(REPO).unwrap();
+    let (mock, hub, _dir, files, _) = served();
     mock.faults.lock().unwrap().stall_after = Some(4096);
     let cancel = AtomicBool::new(false);
     let started = Instant::now();
