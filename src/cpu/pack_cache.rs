@@ -353,19 +353,9 @@ fn remove_abandoned_temporaries(path: &Path) {
 /// (deleted or moved), so that the folder does not keep gigabytes for models that are gone.
 /// Files of other formats or without a recorded path are left alone.
 fn remove_caches_of_missing_models(dir: &Path) {
-    let Ok(entries) = std::fs::read_dir(dir) else { return };
-    for entry in entries.flatten() {
-        let path = entry.path();
-        if path.extension().is_none_or(|e| e != "dllmpack") {
-            continue;
-        }
-        let mut header = vec![0u8; HEADER];
-        let read = File::open(&path).and_then(|mut f| f.read_exact(&mut header));
-        if read.is_err() || &header[..8] != MAGIC {
-            continue;
-        }
-        if recorded_model(&header).is_some_and(|model| !model.exists()) {
-            let _ = std::fs::remove_file(&path);
+    for cache in list(dir) {
+        if cache.model.is_some_and(|model| !model.exists()) {
+            let _ = std::fs::remove_file(&cache.path);
         }
     }
 }

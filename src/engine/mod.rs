@@ -2,8 +2,10 @@
 //! on its own thread, that generates while emitting one event per denoising step. Errors come
 //! back as values; a generation can be cancelled between steps.
 
+mod final_text;
 mod session;
 
+pub use final_text::FinalText;
 pub use session::{
     Event, Finished, Generation, LoadOptions, ModelFile, ModelInfo, Prompt, PromptEncoder, Session, Started, StepEvent,
     max_threads,

@@ -61,7 +61,7 @@ pub struct ModelInfo {
 }
 
 /// A prompt: chat text wrapped in the model's template, or ids/text used as they are.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Prompt {
     /// The user's message, wrapped in the chat template with the assistant's turn to follow.
     Chat(String),
@@ -325,7 +325,6 @@ impl Session {
         options: LoadOptions,
         progress: &dyn Fn(f32),
     ) -> Result<Session, EngineError> {
-        options.check()?;
         ModelFile::open(path)?.load(options, progress)
     }
 

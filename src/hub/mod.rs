@@ -13,7 +13,7 @@
 mod names;
 mod transfer;
 
-use std::collections::HashSet;
+use std::collections::BTreeSet;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -163,7 +163,7 @@ pub struct Hub {
 
 /// The partial files some transfer thread of this process is still writing. A cancelled
 /// transfer's thread ends at its next read, after the caller has moved on.
-static WRITING: Mutex<Option<HashSet<PathBuf>>> = Mutex::new(None);
+static WRITING: Mutex<BTreeSet<PathBuf>> = Mutex::new(BTreeSet::new());
 
 /// Marks a partial file as being written for as long as it lives.
 struct Writing(PathBuf);
@@ -171,15 +171,13 @@ struct Writing(PathBuf);
 impl Writing {
     fn claim(part: &Path) -> Option<Writing> {
         let mut set = WRITING.lock().unwrap_or_else(|e| e.into_inner());
-        set.get_or_insert_with(HashSet::new).insert(part.to_path_buf()).then(|| Writing(part.to_path_buf()))
+        set.insert(part.to_path_buf()).then(|| Writing(part.to_path_buf()))
     }
 }
 
 impl Drop for Writing {
     fn drop(&mut self) {
-        if let Some(set) = WRITING.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
-            set.remove(&self.0);
-        }
+        WRITING.lock().unwrap_or_else(|e| e.into_inner()).remove(&self.0);
     }
 }
 

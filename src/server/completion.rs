@@ -16,8 +16,7 @@ use serde_json::{Value, json};
 use super::Shared;
 use super::api::{ApiError, CompletionRequest};
 use crate::decoding::{GenerateParams, answer_ids};
-use crate::engine::{Event, Finished};
-use crate::tokenizer::StreamDecoder;
+use crate::engine::{Event, FinalText, Finished};
 
 /// Chat or text completion: their object names and where the text goes.
 #[derive(Clone, Copy)]
@@ -141,8 +140,8 @@ impl Job {
             out.flush()
         };
         let (mut planned, mut prompt_len) = (self.params.steps, self.prompt.len());
-        // The final answer's tokens streamed so far, and the text they made.
-        let (mut final_len, mut decoder, mut sent, mut stopped) = (0, StreamDecoder::default(), String::new(), false);
+        // The answer's final text, and what of it was sent.
+        let (mut final_text, mut sent, mut stopped) = (FinalText::default(), String::new(), false);
         if let Kind::Chat = self.kind {
             let first = self.envelope(
                 shared,
@@ -179,16 +178,9 @@ impl Job {
             self.observe(shared, &step, planned, prompt_len);
             let answer = &step.canvas[prompt_len..];
             let masked = answer.iter().filter(|&&t| t == special.mask).count();
-            let committed = answer.iter().position(|&t| t == special.mask).unwrap_or(answer.len());
-            let final_ids = answer_ids(&answer[..committed], special);
             let mut delta = String::new();
             if !stopped {
-                for &id in &final_ids[final_len..] {
-                    if !tk.is_special(id) {
-                        delta.push_str(&decoder.push(tk.piece_bytes(id)));
-                    }
-                }
-                final_len = final_ids.len();
+                delta = final_text.advance(answer, tk, special);
                 let mut whole = sent.clone() + &delta;
                 if apply_stop(&mut whole, &self.request.stop) {
                     // The answer ends here: say the rest when the run ends, stop it now.
@@ -198,8 +190,7 @@ impl Job {
                 }
                 sent.push_str(&delta);
             }
-            let shown: String =
-                answer.iter().map(|&t| if t == special.mask { "\u{2591}".into() } else { tk.piece(t) }).collect();
+            let shown = tk.canvas_text(answer, special.mask);
             let mut chunk = self.envelope(shared, true, self.kind.choice(&delta, None, true));
             chunk["diffusion"] = json!({"step": step.index + 1, "steps": planned, "masked": masked, "answer": shown});
             if send(out, &chunk).is_err() {

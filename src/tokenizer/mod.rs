@@ -256,6 +256,12 @@ impl Tokenizer {
         if shown.is_empty() { format!("[{id}]") } else { shown }
     }
 
+    /// A canvas as one line of text: each token's text, each masked position a `░` (what the
+    /// terminal views and the server's step events show).
+    pub fn canvas_text(&self, ids: &[u32], mask: u32) -> String {
+        ids.iter().map(|&id| if id == mask { "\u{2591}".to_string() } else { self.piece(id) }).collect()
+    }
+
     pub fn token_type(&self, id: u32) -> Option<TokenType> {
         self.types.get(id as usize).copied()
     }
