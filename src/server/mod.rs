@@ -168,16 +168,39 @@ fn header(request: &tiny_http::Request, name: &'static str) -> Option<String> {
     request.headers().iter().find(|h| h.field.equiv(name)).map(|h| h.value.as_str().to_owned())
 }
 
-fn respond(request: tiny_http::Request, status: u16, body: &Value, extra: &[(&str, String)]) {
-    let mut response = tiny_http::Response::from_string(body.to_string())
-        .with_status_code(status)
-        .with_header(tiny_http::Header::from_bytes("Content-Type", "application/json").expect("a valid header"));
-    for (k, v) in extra {
-        if let Ok(h) = tiny_http::Header::from_bytes(k.as_bytes(), v.as_bytes()) {
-            response = response.with_header(h);
-        }
+/// Writes the response head (status `status`, `headers`) to the request's connection and
+/// hands back the writer for the body.
+///
+/// Every answer closes its connection (`Connection: close`, written here because tiny_http
+/// refuses that header on its own responses). tiny_http serves each open connection on a
+/// thread of a pool that hands a new connection to a busy thread in a race, so an idle
+/// keep-alive connection could hold a new client's request until the idle one closed: four
+/// concurrent openai clients sometimes waited out their timeout.
+fn answer_head(
+    request: tiny_http::Request,
+    status: u16,
+    headers: &[(&str, String)],
+) -> std::io::Result<Box<dyn Write + Send>> {
+    let reason = tiny_http::StatusCode(status).default_reason_phrase();
+    let mut head = format!("HTTP/1.1 {status} {reason}\r\nConnection: close\r\n");
+    for (k, v) in headers {
+        head.push_str(&format!("{k}: {v}\r\n"));
     }
-    let _ = request.respond(response);
+    head.push_str("\r\n");
+    let mut out = request.into_writer();
+    out.write_all(head.as_bytes())?;
+    Ok(out)
+}
+
+fn respond(request: tiny_http::Request, status: u16, body: &Value, extra: &[(&str, String)]) {
+    let body = body.to_string();
+    let mut headers =
+        vec![("Content-Type", "application/json".to_string()), ("Content-Length", body.len().to_string())];
+    headers.extend(extra.iter().cloned());
+    let _ = answer_head(request, status, &headers).and_then(|mut out| {
+        out.write_all(body.as_bytes())?;
+        out.flush()
+    });
 }
 
 fn fail(request: tiny_http::Request, e: &ApiError) {
@@ -318,11 +341,10 @@ fn complete(mut request: tiny_http::Request, shared: &Shared, kind: Kind) {
     let _admitted = Admitted(status);
     let (id, started) = (job.id.clone(), std::time::Instant::now());
     if job.request.stream {
-        let mut out = request.into_writer();
-        let head = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\nConnection: close\r\n\r\n";
-        if out.write_all(head.as_bytes()).and_then(|()| out.flush()).is_err() {
+        let headers = [("Content-Type", "text/event-stream".to_string()), ("Cache-Control", "no-cache".to_string())];
+        let Ok(mut out) = answer_head(request, 200, &headers).and_then(|mut out| out.flush().map(|()| out)) else {
             return;
-        }
+        };
         match job.stream(shared, &mut out) {
             Ok(true) => {
                 status.served.fetch_add(1, Ordering::Relaxed);
