@@ -211,10 +211,28 @@ __device__ void qgemm(const uint8_t* w, const int8_t* x, const float* xd, const 
         qgemm<T>(w, x, xd, bsums, out, n_rows, n_in, n_out);                                              \
     }
 
+// A mixture-of-experts product: expert e (blockIdx.z) multiplies rows starts[e]..starts[e+1] of
+// the gathered activations by its matrix ws[e], into the same rows of out. The grid's y covers
+// the most rows an expert can take (every row of the pass); tiles past an expert's rows return.
+#define QGEMM_EXPERTS(name, T)                                                                           \
+    extern "C" __global__ void __launch_bounds__(THREADS)                                                 \
+        name(const uint8_t* const* ws, const int* starts, const int8_t* x, const float* xd,               \
+             const int16_t* bsums, float* out, int n_in, int n_out) {                                     \
+        const int e = blockIdx.z, first = starts[e], rows = starts[e + 1] - first;                        \
+        if ((int)blockIdx.y * BM >= rows) return;                                                         \
+        const int xd_per_row = T == Q8_0 ? n_in / 32 : n_in / 256;                                       \
+        qgemm<T>(ws[e], x + (size_t)first * n_in, xd + (size_t)first * xd_per_row,                      \
+                 bsums + (size_t)first * (n_in / 16), out + (size_t)first * n_out, rows, n_in, n_out);    \
+    }
+
 QGEMM(qgemm_q4_k, Q4_K)
 QGEMM(qgemm_q5_k, Q5_K)
 QGEMM(qgemm_q6_k, Q6_K)
 QGEMM(qgemm_q8_0, Q8_0)
+QGEMM_EXPERTS(qgemm_q4_k_experts, Q4_K)
+QGEMM_EXPERTS(qgemm_q5_k_experts, Q5_K)
+QGEMM_EXPERTS(qgemm_q6_k_experts, Q6_K)
+QGEMM_EXPERTS(qgemm_q8_0_experts, Q8_0)
 
 // Float weights (F32, F16, BF16 matrices, and types without an int8 kernel dequantized to F32 at
 // upload): a plain 16x16-tiled product in f32.
@@ -254,3 +272,16 @@ extern "C" __global__ void gemm_f16(const void* w, const float* x, float* out, i
 extern "C" __global__ void gemm_bf16(const void* w, const float* x, float* out, int n_rows, int n_in, int n_out) {
     gemm_float<2>(w, x, out, n_rows, n_in, n_out);
 }
+
+// gemm_float over a mixture of experts, as QGEMM_EXPERTS: expert blockIdx.z, 16-row tiles.
+#define GEMM_EXPERTS(name, T)                                                                          \
+    extern "C" __global__ void name(const void* const* ws, const int* starts, const float* x, float* out, \
+                                    int n_in, int n_out) {                                             \
+        const int e = blockIdx.z, first = starts[e], rows = starts[e + 1] - first;                     \
+        if ((int)blockIdx.y * 16 >= rows) return;                                                      \
+        gemm_float<T>(ws[e], x + (size_t)first * n_in, out + (size_t)first * n_out, rows, n_in, n_out); \
+    }
+
+GEMM_EXPERTS(gemm_f32_experts, 0)
+GEMM_EXPERTS(gemm_f16_experts, 1)
+GEMM_EXPERTS(gemm_bf16_experts, 2)

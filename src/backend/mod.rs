@@ -5,13 +5,15 @@
 //! keeps one buffer per role, grown to the largest pass seen and then reused, so that the loop
 //! never sees a device pointer and a steady-state pass allocates nothing.
 
+mod routing;
 mod row_rule;
 
 use std::ops::Range;
 
 use crate::gguf::GgufFile;
-use crate::model::weights::{MatrixRef, Weights};
-use crate::model::{ModelConfig, ModelError};
+use crate::model::weights::{Expert, MatrixRef, Weights};
+use crate::model::{ModelConfig, ModelError, MoeConfig};
+pub use routing::Routes;
 pub use row_rule::{RowConfidence, RowRule};
 
 /// A model read and readied for a backend: what the layer loop is put together from.
@@ -46,7 +48,8 @@ pub enum Act {
     Logits,
     /// A MoE router's logits, `[n, n_expert]`.
     Router,
-    /// The rows of `H` one expert takes, `[rows, n_embd]`.
+    /// The rows of `H` in the routing's gathered order (grouped by expert),
+    /// `[n * n_expert_used, n_embd]`; then the experts' outputs in the same order.
     Picked,
     /// The experts' weighted outputs summed per row, `[n, n_embd]`.
     Moe,
@@ -54,6 +57,26 @@ pub enum Act {
 
 impl Act {
     pub const COUNT: usize = 15;
+}
+
+/// One of an expert's three matrices.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExpertPart {
+    Gate,
+    Up,
+    Down,
+}
+
+impl ExpertPart {
+    pub const ALL: [ExpertPart; 3] = [ExpertPart::Gate, ExpertPart::Up, ExpertPart::Down];
+
+    pub fn of<M>(self, e: &Expert<M>) -> &M {
+        match self {
+            ExpertPart::Gate => &e.gate,
+            ExpertPart::Up => &e.up,
+            ExpertPart::Down => &e.down,
+        }
+    }
 }
 
 /// The sizes of one pass.
@@ -140,24 +163,30 @@ pub trait Backend: Send {
     /// the window's fresh `K`/`V` in its rows.
     fn cache_assemble(&mut self, layer: usize, window: &Range<usize>, len: usize, kv: usize) -> Result<(), ModelError>;
 
-    /// `x[..n] = 0`.
-    fn zero(&mut self, x: Act, n: usize) -> Result<(), ModelError>;
+    /// Routes `rows` rows by the router's logits in `Router` (`[rows, n_expert]`): each row's
+    /// `n_expert_used` experts and their weights, the chosen rows grouped by expert
+    /// (`backend::Routes` computes it on the host).
+    fn route(&mut self, m: &MoeConfig, rows: usize) -> Result<(), ModelError>;
 
-    /// The first `n` values of `x`, copied to the host into `out` (a MoE router's logits).
-    fn to_host(&mut self, x: Act, n: usize, out: &mut Vec<f32>) -> Result<(), ModelError>;
+    /// `dst` = the rows of `src` in the routing's gathered order, rows of `width` values.
+    fn gather_routed(&mut self, src: Act, width: usize, dst: Act) -> Result<(), ModelError>;
 
-    /// Row i of `dst` = row `rows[i]` of `src`, rows of `width` values.
-    fn gather_rows(&mut self, src: Act, rows: &[usize], width: usize, dst: Act) -> Result<(), ModelError>;
-
-    /// Row `rows[i]` of `dst` += `weights[i]` x row i of `src`, rows of `width` values.
-    fn scatter_add_rows(
+    /// `output = input x w^T` over the routing's gathered rows, each expert's rows by its own
+    /// matrix (`part` of `experts[e]`, the experts of layer `layer`); the experts may run side by
+    /// side. `same_input` as for `linear`.
+    fn linear_experts(
         &mut self,
-        src: Act,
-        rows: &[usize],
-        weights: &[f32],
-        width: usize,
-        dst: Act,
+        layer: usize,
+        part: ExpertPart,
+        experts: &[Expert<Self::Matrix>],
+        input: Act,
+        output: Act,
+        same_input: bool,
     ) -> Result<(), ModelError>;
+
+    /// `dst`'s row r = the weighted sum of row r's experts' outputs (`src`, gathered order),
+    /// most probable expert first, rows of `width` values.
+    fn combine_routed(&mut self, src: Act, width: usize, dst: Act) -> Result<(), ModelError>;
 
     /// The first `n` values of `Logits`, copied (or moved) into `out`.
     fn logits_to_host(&mut self, n: usize, out: &mut Vec<f32>) -> Result<(), ModelError>;

@@ -10,15 +10,15 @@ use super::kernels::active_isa;
 use super::kernels::repack::{COLS, Packed, has_layout, pack};
 use super::kv_cache::KvCache;
 use super::ops::attention::{AttentionScratch, AttentionShape, attention};
-use super::ops::matmul::{MatmulScratch, Matrix, grow, matmul, matmul_same_input};
+use super::ops::matmul::{MatmulScratch, Matrix, grow, matmul, matmul_experts, matmul_same_input};
 use super::ops::norm::rms_norm;
 use super::ops::{add_into, swiglu};
 use super::pack_cache::{CacheMiss, CacheWrite, MatrixSpec, PackCache};
-use crate::backend::{Act, Backend, Keys, Loaded, PassShape};
+use crate::backend::{Act, Backend, ExpertPart, Keys, Loaded, PassShape, Routes};
 use crate::gguf::GgufFile;
 use crate::model::rope::RopeTable;
-use crate::model::weights::{MatrixRef, Weights};
-use crate::model::{ModelConfig, ModelError, Preparation};
+use crate::model::weights::{Expert, MatrixRef, Weights};
+use crate::model::{ModelConfig, ModelError, MoeConfig, Preparation};
 
 /// A weight matrix as the CPU kernels read it: in the mapped file, and its interleaved copy
 /// when the packed kernels use one.
@@ -46,6 +46,9 @@ pub struct CpuBackend {
     prepared: Prepared,
     /// The output of a norm in place (q/k per head), swapped with the input's buffer after.
     norm_out: Vec<f32>,
+    /// A MoE layer's routing, and each expert's gathered rows.
+    routes: Routes,
+    expert_groups: Vec<Range<usize>>,
 }
 
 /// How the weights were made ready for the kernels at load.
@@ -84,6 +87,8 @@ impl CpuBackend {
             cache: KvCache::default(),
             prepared,
             norm_out: Vec::new(),
+            routes: Routes::default(),
+            expert_groups: Vec::new(),
         };
         Ok(Loaded { backend, config, weights })
     }
@@ -323,43 +328,45 @@ impl Backend for CpuBackend {
         Ok(())
     }
 
-    fn zero(&mut self, x: Act, n: usize) -> Result<(), ModelError> {
-        let x = &mut self.acts[x as usize];
-        grow(x, n);
-        x[..n].fill(0.0);
+    fn route(&mut self, m: &MoeConfig, rows: usize) -> Result<(), ModelError> {
+        self.routes.plan(&self.acts[Act::Router as usize][..rows * m.n_expert], rows, m);
+        self.expert_groups.clear();
+        self.expert_groups.extend(self.routes.groups());
         Ok(())
     }
 
-    fn to_host(&mut self, x: Act, n: usize, out: &mut Vec<f32>) -> Result<(), ModelError> {
-        out.clear();
-        out.extend_from_slice(&self.acts[x as usize][..n]);
-        Ok(())
-    }
-
-    fn gather_rows(&mut self, src: Act, rows: &[usize], width: usize, dst: Act) -> Result<(), ModelError> {
+    fn gather_routed(&mut self, src: Act, width: usize, dst: Act) -> Result<(), ModelError> {
         let (src, dst) = pair(&mut self.acts, src, dst);
-        grow(dst, rows.len() * width);
-        for (&r, out) in rows.iter().zip(dst.chunks_exact_mut(width)) {
-            out.copy_from_slice(&src[r * width..(r + 1) * width]);
-        }
+        grow(dst, self.routes.len() * width);
+        self.routes.gather(src, width, dst);
         Ok(())
     }
 
-    fn scatter_add_rows(
+    fn linear_experts(
         &mut self,
-        src: Act,
-        rows: &[usize],
-        weights: &[f32],
-        width: usize,
-        dst: Act,
+        _layer: usize,
+        part: ExpertPart,
+        experts: &[Expert<CpuMatrix>],
+        input: Act,
+        output: Act,
+        same_input: bool,
     ) -> Result<(), ModelError> {
+        let gguf = &*self.gguf;
+        let w = |e: usize| part.of(&experts[e]).view(gguf);
+        let (n_in, n_out) = (w(0).n_in, w(0).n_out);
+        let rows = self.routes.len();
+        let (x, out) = pair(&mut self.acts, input, output);
+        grow(out, rows * n_out);
+        let (x, out) = (&x[..rows * n_in], &mut out[..rows * n_out]);
+        matmul_experts(x, &self.expert_groups, w, out, &mut self.matmul, same_input);
+        Ok(())
+    }
+
+    fn combine_routed(&mut self, src: Act, width: usize, dst: Act) -> Result<(), ModelError> {
         let (src, dst) = pair(&mut self.acts, src, dst);
-        for ((&r, &w), row) in rows.iter().zip(weights).zip(src.chunks_exact(width)) {
-            for (o, v) in dst[r * width..(r + 1) * width].iter_mut().zip(row) {
-                // ggml multiplies each expert's output by its weight, then adds the products.
-                *o += v * w;
-            }
-        }
+        let rows = self.routes.len() / self.routes.experts_per_row().max(1);
+        grow(dst, rows * width);
+        self.routes.combine(src, width, &mut dst[..rows * width]);
         Ok(())
     }
 

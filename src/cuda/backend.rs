@@ -9,14 +9,14 @@ use std::sync::Arc;
 use cudarc::driver::{CudaContext, CudaSlice, CudaStream, PushKernelArg};
 
 use super::launch::{blocks, cfg, ensure, launch};
-use super::linear::{Activations, GpuMatrix, QuantizedInput, upload_bytes};
+use super::linear::{Activations, ExpertProduct, GpuMatrix, QuantizedInput, upload_bytes};
 use super::row_rule::RowChooser;
 use super::{CudaError, GpuInfo, Kernels};
-use crate::backend::{Act, Backend, Keys, Loaded, PassShape, RowRule};
+use crate::backend::{Act, Backend, ExpertPart, Keys, Loaded, PassShape, RowRule};
 use crate::gguf::GgufFile;
 use crate::model::rope::RopeTable;
-use crate::model::weights::{MatrixRef, Weights};
-use crate::model::{ModelConfig, ModelError, RopeStyle};
+use crate::model::weights::{Expert, Ffn, MatrixRef, Weights};
+use crate::model::{ModelConfig, ModelError, MoeConfig, RopeStyle};
 
 /// int8 activations of one input, and which input and format they hold, so that one
 /// quantization serves every product that shares an input (q/k/v, gate/up).
@@ -45,10 +45,45 @@ pub struct CudaBackend {
     host_rows: Vec<i32>,
     /// A norm's output when it is its input's (q/k per head), copied back after.
     norm_out: CudaSlice<f32>,
-    /// One MoE expert's rows and weights on the device.
-    expert_rows: CudaSlice<i32>,
-    expert_weights: CudaSlice<f32>,
+    /// A MoE layer's routing, computed on the device.
+    routes: DeviceRoutes,
+    /// Per layer, the device addresses of its experts' gate, up and down matrices (empty for a
+    /// dense layer).
+    expert_tables: Vec<Vec<CudaSlice<u64>>>,
 }
+
+/// `backend::Routes` on the device (kernels/moe.cu): each row's slots (expert, weight, gathered
+/// position), each expert's gathered positions and the row at each position.
+struct DeviceRoutes {
+    slot_expert: CudaSlice<i32>,
+    slot_weight: CudaSlice<f32>,
+    slot_position: CudaSlice<i32>,
+    starts: CudaSlice<i32>,
+    gathered: CudaSlice<i32>,
+    rows: usize,
+    k: usize,
+    n_expert: usize,
+}
+
+impl DeviceRoutes {
+    fn new(stream: &Arc<CudaStream>) -> Result<DeviceRoutes, CudaError> {
+        let what = "allocating the routing";
+        let ints = || stream.alloc_zeros::<i32>(1).map_err(CudaError::driver(what));
+        Ok(DeviceRoutes {
+            slot_expert: ints()?,
+            slot_weight: stream.alloc_zeros::<f32>(1).map_err(CudaError::driver(what))?,
+            slot_position: ints()?,
+            starts: ints()?,
+            gathered: ints()?,
+            rows: 0,
+            k: 0,
+            n_expert: 0,
+        })
+    }
+}
+
+/// The most experts kernels/moe.cu's `moe_group` handles (`MAX_EXPERTS` there).
+const MAX_EXPERTS: usize = 1024;
 
 impl CudaBackend {
     /// GPU memory the model in `gguf` needs: its matrices as uploaded, plus activations and the
@@ -58,8 +93,11 @@ impl CudaBackend {
         let w = Weights::locate(gguf, &c)?;
         let matrices: u64 = w.products().map(|m| upload_bytes(m) as u64).sum();
         let ctx = c.context_length.min(4096) as u64;
-        let (d, kv, ff) = (c.n_embd.max(c.q_dim()) as u64, c.kv_dim() as u64, c.n_ff as u64);
-        let activations = ctx * (4 * d + 4 * kv + 3 * ff) * 4 + ctx * d.max(ff) * 2;
+        // A MoE layer's gathered rows: each row once per expert it takes.
+        let k = c.moe.as_ref().map_or(0, |m| m.n_expert_used) as u64;
+        let ff_exp = c.moe.as_ref().map_or(0, |m| m.n_ff_exp) as u64;
+        let (d, kv, ff) = (c.n_embd.max(c.q_dim()) as u64, c.kv_dim() as u64, (c.n_ff as u64).max(k * ff_exp));
+        let activations = ctx * (4 * d + 4 * kv + 3 * ff + k * d) * 4 + ctx * d.max(ff) * 2;
         let cache = c.n_layer as u64 * ctx * kv * 2 * 4;
         let logits = 1024 * c.n_vocab as u64 * 4;
         Ok(matrices + activations + cache + logits)
@@ -97,7 +135,15 @@ impl CudaBackend {
         let vector = |v: &Vec<f32>| -> Result<CudaSlice<f32>, ModelError> {
             Ok(stream.clone_htod(v).map_err(CudaError::driver("uploading weights"))?)
         };
+        if let Some(m) = config.moe.as_ref().filter(|m| m.n_expert > MAX_EXPERTS) {
+            return Err(CudaError::Unsupported(format!(
+                "the CUDA routing kernel handles up to {MAX_EXPERTS} experts, not {}; run with --device cpu",
+                m.n_expert
+            ))
+            .into());
+        }
         let weights = located.try_map(matrix, vector, progress)?;
+        let expert_tables = expert_tables(&stream, &weights)?;
         let empty = || stream.alloc_zeros::<f32>(1).map_err(CudaError::driver("allocating activations"));
         let acts: Vec<CudaSlice<f32>> = (0..Act::COUNT).map(|_| empty()).collect::<Result<_, _>>()?;
         let Ok(acts) = <[CudaSlice<f32>; Act::COUNT]>::try_from(acts) else { unreachable!("one per role") };
@@ -115,8 +161,8 @@ impl CudaBackend {
             host_x: Vec::new(),
             host_rows: Vec::new(),
             norm_out: empty()?,
-            expert_rows: stream.alloc_zeros::<i32>(1).map_err(CudaError::driver("allocating activations"))?,
-            expert_weights: empty()?,
+            routes: DeviceRoutes::new(&stream)?,
+            expert_tables,
             kernels,
             stream,
         };
@@ -130,23 +176,6 @@ impl CudaBackend {
     /// The kernels, for tests that check each against the CPU function it replaces.
     pub fn kernels(&self) -> (&Arc<CudaStream>, &Kernels) {
         (&self.stream, &self.kernels)
-    }
-
-    /// One expert's rows (and weights) to the device, for `gather_rows` / `scatter_add_rows`.
-    fn upload_expert_rows(&mut self, rows: &[usize], weights: Option<&[f32]>) -> Result<(), ModelError> {
-        self.host_rows.clear();
-        self.host_rows.extend(rows.iter().map(|&r| r as i32));
-        ensure(&self.stream, &mut self.expert_rows, rows.len().max(1))?;
-        self.stream
-            .memcpy_htod(&self.host_rows, &mut self.expert_rows.slice_mut(0..rows.len()))
-            .map_err(CudaError::driver("uploading an expert's rows"))?;
-        if let Some(weights) = weights {
-            ensure(&self.stream, &mut self.expert_weights, weights.len().max(1))?;
-            self.stream
-                .memcpy_htod(weights, &mut self.expert_weights.slice_mut(0..weights.len()))
-                .map_err(CudaError::driver("uploading an expert's weights"))?;
-        }
-        Ok(())
     }
 
     fn elementwise(&mut self, name: &str, x: Act, y: Act, n: usize) -> Result<(), ModelError> {
@@ -166,21 +195,23 @@ impl Backend for CudaBackend {
     fn begin_pass(&mut self, c: &ModelConfig, shape: &PassShape) -> Result<(), ModelError> {
         let (n, m) = (shape.window.len(), shape.head_rows);
         let (d, q, kv) = (c.n_embd, c.q_dim(), c.kv_dim());
-        let ff = c.moe.as_ref().map_or(c.n_ff, |moe| c.n_ff.max(moe.n_ff_exp));
+        // A MoE layer's gathered rows: every row once per expert it takes.
+        let slots = n * c.moe.as_ref().map_or(0, |moe| moe.n_expert_used);
+        let ff = c.moe.as_ref().map_or(n * c.n_ff, |moe| (n * c.n_ff).max(slots * moe.n_ff_exp));
         let n_expert = c.moe.as_ref().map_or(0, |moe| moe.n_expert);
         for (act, size) in [
             (Act::X, n * d),
-            (Act::H, n * d.max(ff)),
+            (Act::H, (n * d).max(ff)),
             (Act::Q, n * q),
             (Act::K, n * kv),
             (Act::V, n * kv),
             (Act::Att, n * d.max(q)),
-            (Act::Gate, n * ff),
-            (Act::Up, n * ff),
+            (Act::Gate, ff),
+            (Act::Up, ff),
             (Act::Head, m.max(1) * d),
             (Act::Logits, m.max(1) * c.n_vocab),
             (Act::Router, (n * n_expert).max(1)),
-            (Act::Picked, if n_expert > 0 { n * d } else { 1 }),
+            (Act::Picked, (slots * d).max(1)),
             (Act::Moe, if n_expert > 0 { n * d } else { 1 }),
         ] {
             ensure(&self.stream, &mut self.acts[act as usize], size)?;
@@ -368,54 +399,86 @@ impl Backend for CudaBackend {
         Ok(())
     }
 
-    fn zero(&mut self, x: Act, n: usize) -> Result<(), ModelError> {
-        let x = &mut self.acts[x as usize];
-        ensure(&self.stream, x, n)?;
-        self.stream.memset_zeros(&mut x.slice_mut(0..n)).map_err(CudaError::driver("clearing a buffer"))?;
+    /// `moe_route` (a thread per row) then `moe_group` (the counting sort by expert).
+    fn route(&mut self, m: &MoeConfig, rows: usize) -> Result<(), ModelError> {
+        let (k, n_expert) = (m.n_expert_used, m.n_expert);
+        let slots = rows * k;
+        let r = &mut self.routes;
+        ensure(&self.stream, &mut r.slot_expert, slots.max(1))?;
+        ensure(&self.stream, &mut r.slot_weight, slots.max(1))?;
+        ensure(&self.stream, &mut r.slot_position, slots.max(1))?;
+        ensure(&self.stream, &mut r.gathered, slots.max(1))?;
+        ensure(&self.stream, &mut r.starts, n_expert + 1)?;
+        (r.rows, r.k, r.n_expert) = (rows, k, n_expert);
+        let (n_rows, n_e, k32, n_slots) = (rows as i32, n_expert as i32, k as i32, slots as i32);
+        let (normalize, scale) = (m.normalize_weights as i32, m.weights_scale);
+        let logits = &self.acts[Act::Router as usize];
+        launch(&self.stream, self.kernels.get("moe_route"), cfg((blocks(rows, 128), 1), 128), |b| {
+            b.arg(logits).arg(&n_rows).arg(&n_e).arg(&k32).arg(&normalize).arg(&scale);
+            b.arg(&mut r.slot_expert).arg(&mut r.slot_weight);
+        })?;
+        launch(&self.stream, self.kernels.get("moe_group"), cfg((1, 1), 1), |b| {
+            b.arg(&r.slot_expert).arg(&n_slots).arg(&k32).arg(&n_e);
+            b.arg(&mut r.starts).arg(&mut r.gathered).arg(&mut r.slot_position);
+        })?;
         Ok(())
     }
 
-    fn to_host(&mut self, x: Act, n: usize, out: &mut Vec<f32>) -> Result<(), ModelError> {
-        out.resize(n, 0.0);
-        self.stream
-            .memcpy_dtoh(&self.acts[x as usize].slice(0..n), &mut out[..])
-            .map_err(CudaError::driver("reading the router's logits back"))?;
-        self.stream.synchronize().map_err(CudaError::driver("reading the router's logits back"))?;
-        Ok(())
-    }
-
-    fn gather_rows(&mut self, src: Act, rows: &[usize], width: usize, dst: Act) -> Result<(), ModelError> {
-        self.upload_expert_rows(rows, None)?;
-        ensure(&self.stream, &mut self.acts[dst as usize], rows.len() * width)?;
-        let (n, w) = (rows.len() as i32, width as i32);
+    fn gather_routed(&mut self, src: Act, width: usize, dst: Act) -> Result<(), ModelError> {
+        let slots = self.routes.rows * self.routes.k;
+        ensure(&self.stream, &mut self.acts[dst as usize], slots * width)?;
+        let (n, w) = (slots as i32, width as i32);
         let [src, dst] = self.acts.get_disjoint_mut([src as usize, dst as usize]).expect("two different roles");
-        let idx = &self.expert_rows;
-        launch(
-            &self.stream,
-            self.kernels.get("gather_rows"),
-            cfg((blocks(width, 256), rows.len() as u32), 256),
-            |b| {
-                b.arg(&*src).arg(idx).arg(dst).arg(&n).arg(&w);
-            },
-        )?;
+        let rows = &self.routes.gathered;
+        launch(&self.stream, self.kernels.get("gather_rows"), cfg((blocks(width, 256), slots as u32), 256), |b| {
+            b.arg(&*src).arg(rows).arg(dst).arg(&n).arg(&w);
+        })?;
         Ok(())
     }
 
-    fn scatter_add_rows(
+    /// Quantizes the gathered rows once (as `linear`), then one launch for every expert.
+    fn linear_experts(
         &mut self,
-        src: Act,
-        rows: &[usize],
-        weights: &[f32],
-        width: usize,
-        dst: Act,
+        layer: usize,
+        part: ExpertPart,
+        experts: &[Expert<GpuMatrix>],
+        input: Act,
+        output: Act,
+        same_input: bool,
     ) -> Result<(), ModelError> {
-        self.upload_expert_rows(rows, Some(weights))?;
-        let (n, w) = (rows.len() as i32, width as i32);
+        let w = part.of(&experts[0]);
+        let slots = self.routes.rows * self.routes.k;
+        let q = &mut self.quantized;
+        if !same_input {
+            q.holds = None;
+        }
+        let [x, out] = self.acts.get_disjoint_mut([input as usize, output as usize]).expect("two different roles");
+        if w.activations != Activations::Float && q.holds != Some((input, w.activations)) {
+            q.buffers.quantize(&self.stream, &self.kernels, x, slots, w)?;
+            q.holds = Some((input, w.activations));
+        }
+        let table = self
+            .expert_tables
+            .get(layer)
+            .and_then(|t| t.get(part as usize))
+            .ok_or_else(|| CudaError::Unsupported(format!("layer {layer} has no experts on the GPU")))?;
+        let product = ExpertProduct {
+            table,
+            starts: &self.routes.starts,
+            n_expert: self.routes.n_expert,
+            max_rows: self.routes.rows,
+        };
+        w.product_experts(&self.stream, &self.kernels, &product, x, &q.buffers, out)?;
+        Ok(())
+    }
+
+    fn combine_routed(&mut self, src: Act, width: usize, dst: Act) -> Result<(), ModelError> {
+        let r = &self.routes;
+        let (n, k, w) = (r.rows as i32, r.k as i32, width as i32);
         let [src, dst] = self.acts.get_disjoint_mut([src as usize, dst as usize]).expect("two different roles");
-        let (idx, wts) = (&self.expert_rows, &self.expert_weights);
-        let grid = (blocks(width, 256), rows.len() as u32);
-        launch(&self.stream, self.kernels.get("scatter_add_rows"), cfg(grid, 256), |b| {
-            b.arg(&*src).arg(idx).arg(wts).arg(dst).arg(&n).arg(&w);
+        let grid = (blocks(width, 256), r.rows as u32);
+        launch(&self.stream, self.kernels.get("moe_combine"), cfg(grid, 256), |b| {
+            b.arg(&*src).arg(&r.slot_position).arg(&r.slot_weight).arg(dst).arg(&n).arg(&k).arg(&w);
         })?;
         Ok(())
     }
@@ -451,4 +514,23 @@ impl Backend for CudaBackend {
         self.chooser.choose(&self.stream, &self.kernels, logits, m, n_vocab, rule, uniforms, out)?;
         Ok(())
     }
+}
+
+/// Each layer's tables of expert matrix addresses (gate, up, down), uploaded once.
+fn expert_tables(
+    stream: &Arc<CudaStream>,
+    weights: &Weights<GpuMatrix, CudaSlice<f32>>,
+) -> Result<Vec<Vec<CudaSlice<u64>>>, ModelError> {
+    let mut tables = Vec::with_capacity(weights.layers.len());
+    for layer in &weights.layers {
+        let mut parts = Vec::new();
+        if let Ffn::Moe { experts, .. } = &layer.ffn {
+            for part in ExpertPart::ALL {
+                let addresses: Vec<u64> = experts.iter().map(|e| part.of(e).address(stream)).collect();
+                parts.push(stream.clone_htod(&addresses).map_err(CudaError::driver("uploading expert tables"))?);
+            }
+        }
+        tables.push(parts);
+    }
+    Ok(tables)
 }

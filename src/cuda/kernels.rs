@@ -27,11 +27,26 @@ pub const KERNELS: [(&str, &str, &[&str]); 7] = [
     (
         "qgemm",
         include_str!("../../kernels/qgemm.cu"),
-        &["qgemm_q4_k", "qgemm_q5_k", "qgemm_q6_k", "qgemm_q8_0", "gemm_f32", "gemm_f16", "gemm_bf16"],
+        &[
+            "qgemm_q4_k",
+            "qgemm_q5_k",
+            "qgemm_q6_k",
+            "qgemm_q8_0",
+            "gemm_f32",
+            "gemm_f16",
+            "gemm_bf16",
+            "qgemm_q4_k_experts",
+            "qgemm_q5_k_experts",
+            "qgemm_q6_k_experts",
+            "qgemm_q8_0_experts",
+            "gemm_f32_experts",
+            "gemm_f16_experts",
+            "gemm_bf16_experts",
+        ],
     ),
     ("attention", include_str!("../../kernels/attention.cu"), &["attention_d32", "attention_d64", "attention_d128"]),
     ("rows", include_str!("../../kernels/rows.cu"), &["choose_token"]),
-    ("moe", include_str!("../../kernels/moe.cu"), &["gather_rows", "scatter_add_rows"]),
+    ("moe", include_str!("../../kernels/moe.cu"), &["moe_route", "moe_group", "gather_rows", "moe_combine"]),
     ("peak", include_str!("../../kernels/peak.cu"), &["int8_mma_peak"]),
 ];
 

@@ -12,7 +12,11 @@ pub(super) fn blocks(n: usize, per: usize) -> u32 {
 }
 
 pub(super) fn cfg(grid: (u32, u32), block: u32) -> LaunchConfig {
-    LaunchConfig { grid_dim: (grid.0, grid.1, 1), block_dim: (block, 1, 1), shared_mem_bytes: 0 }
+    cfg3((grid.0, grid.1, 1), block)
+}
+
+pub(super) fn cfg3(grid: (u32, u32, u32), block: u32) -> LaunchConfig {
+    LaunchConfig { grid_dim: grid, block_dim: (block, 1, 1), shared_mem_bytes: 0 }
 }
 
 /// Makes `buf` hold at least `n` elements (its contents are not kept).

@@ -3,9 +3,9 @@
 
 use std::sync::Arc;
 
-use cudarc::driver::{CudaSlice, CudaStream, PushKernelArg};
+use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, PushKernelArg};
 
-use super::launch::{blocks, cfg, ensure, launch};
+use super::launch::{blocks, cfg, cfg3, ensure, launch};
 use super::{CudaError, Kernels};
 use crate::gguf::GgufFile;
 use crate::model::ModelError;
@@ -26,6 +26,8 @@ pub(super) enum Activations {
 /// A weight matrix on the GPU, in its GGUF blocks where a kernel reads them, else as f32.
 pub struct GpuMatrix {
     kernel: &'static str,
+    /// The kernel's mixture-of-experts form (qgemm.cu's `*_experts`).
+    experts_kernel: &'static str,
     pub(super) activations: Activations,
     pub(super) n_in: usize,
     n_out: usize,
@@ -43,15 +45,15 @@ pub(super) fn upload_bytes(m: &MatrixRef) -> usize {
 /// The kernel and activation format for a matrix kept in its own type, or None when it is
 /// dequantized to f32 at upload (types without an int8 kernel; Q8_0 rows not a whole number of
 /// 256-value tiles).
-pub(super) fn gpu_form(ty: GgmlType, n_in: usize) -> Option<(&'static str, Activations)> {
+pub(super) fn gpu_form(ty: GgmlType, n_in: usize) -> Option<(&'static str, &'static str, Activations)> {
     match ty {
-        GgmlType::Q4_K => Some(("qgemm_q4_k", Activations::Q8K)),
-        GgmlType::Q5_K => Some(("qgemm_q5_k", Activations::Q8K)),
-        GgmlType::Q6_K => Some(("qgemm_q6_k", Activations::Q8K)),
-        GgmlType::Q8_0 if n_in.is_multiple_of(256) => Some(("qgemm_q8_0", Activations::Q8_0)),
-        GgmlType::F32 => Some(("gemm_f32", Activations::Float)),
-        GgmlType::F16 => Some(("gemm_f16", Activations::Float)),
-        GgmlType::BF16 => Some(("gemm_bf16", Activations::Float)),
+        GgmlType::Q4_K => Some(("qgemm_q4_k", "qgemm_q4_k_experts", Activations::Q8K)),
+        GgmlType::Q5_K => Some(("qgemm_q5_k", "qgemm_q5_k_experts", Activations::Q8K)),
+        GgmlType::Q6_K => Some(("qgemm_q6_k", "qgemm_q6_k_experts", Activations::Q8K)),
+        GgmlType::Q8_0 if n_in.is_multiple_of(256) => Some(("qgemm_q8_0", "qgemm_q8_0_experts", Activations::Q8_0)),
+        GgmlType::F32 => Some(("gemm_f32", "gemm_f32_experts", Activations::Float)),
+        GgmlType::F16 => Some(("gemm_f16", "gemm_f16_experts", Activations::Float)),
+        GgmlType::BF16 => Some(("gemm_bf16", "gemm_bf16_experts", Activations::Float)),
         _ => None,
     }
 }
@@ -81,10 +83,17 @@ impl GpuMatrix {
         n_out: usize,
         bytes: &[u8],
     ) -> Result<GpuMatrix, CudaError> {
-        let (kernel, activations) =
+        let (kernel, experts_kernel, activations) =
             gpu_form(ty, n_in).ok_or_else(|| CudaError::Unsupported(format!("no GPU kernel for {ty} x {n_in}")))?;
         let data = stream.clone_htod(bytes).map_err(CudaError::driver("uploading weights"))?;
-        Ok(GpuMatrix { kernel, activations, n_in, n_out, data })
+        Ok(GpuMatrix { kernel, experts_kernel, activations, n_in, n_out, data })
+    }
+
+    /// The matrix's device address, for the tables of expert matrices a MoE product reads.
+    /// The weights are written once, at upload, and only read after.
+    pub(super) fn address(&self, stream: &CudaStream) -> u64 {
+        let (address, _read) = self.data.device_ptr(stream);
+        address
     }
 
     /// `out = input x self^T` for `n` rows. The int8 kernels read `q`, which must hold `input`
@@ -112,6 +121,43 @@ impl GpuMatrix {
             for a in &dims {
                 b.arg(a);
             }
+        })
+    }
+}
+
+/// A mixture-of-experts product: for each expert e, its rows `starts[e]..starts[e + 1]` of the
+/// gathered input times its matrix (`table[e]`, the device addresses of matrices of this one's
+/// type and shape, this one among them), into the same rows of `out`; no expert takes more than
+/// `max_rows` rows. The int8 kernels read `q`, which must hold the input quantized.
+pub(super) struct ExpertProduct<'a> {
+    pub table: &'a CudaSlice<u64>,
+    pub starts: &'a CudaSlice<i32>,
+    pub n_expert: usize,
+    pub max_rows: usize,
+}
+
+impl GpuMatrix {
+    pub(super) fn product_experts(
+        &self,
+        stream: &CudaStream,
+        kernels: &Kernels,
+        experts: &ExpertProduct,
+        input: &CudaSlice<f32>,
+        q: &QuantizedInput,
+        out: &mut CudaSlice<f32>,
+    ) -> Result<(), CudaError> {
+        let dims = [self.n_in as i32, self.n_out as i32];
+        let (table, starts, z) = (experts.table, experts.starts, experts.n_expert as u32);
+        let f = kernels.get(self.experts_kernel);
+        if self.activations == Activations::Float {
+            let grid = (blocks(self.n_out, 16), blocks(experts.max_rows, 16), z);
+            return launch(stream, f, cfg3(grid, 256), |b| {
+                b.arg(table).arg(starts).arg(input).arg(out).arg(&dims[0]).arg(&dims[1]);
+            });
+        }
+        let grid = (blocks(self.n_out, 64), blocks(experts.max_rows, 32), z);
+        launch(stream, f, cfg3(grid, 128), |b| {
+            b.arg(table).arg(starts).arg(&q.q).arg(&q.d).arg(&q.bsums).arg(out).arg(&dims[0]).arg(&dims[1]);
         })
     }
 }

@@ -7,7 +7,6 @@
 //! each backend's model together.
 
 mod models;
-mod routing;
 mod transformer;
 
 use std::ops::Range;

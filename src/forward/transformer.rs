@@ -4,9 +4,8 @@
 
 use std::sync::Arc;
 
-use super::routing::Routes;
 use super::{Forward, Pass, check_pass};
-use crate::backend::{Act, Backend, Keys, PassShape, RowRule};
+use crate::backend::{Act, Backend, ExpertPart, Keys, PassShape, RowRule};
 use crate::gguf::GgufFile;
 use crate::model::weights::{Expert, Ffn, Weights};
 use crate::model::{ModelConfig, ModelError};
@@ -21,23 +20,11 @@ pub struct Transformer<B: Backend> {
     cached_len: usize,
     /// The LM head's rows within the window, reused between passes.
     head_rows: Vec<usize>,
-    /// A MoE layer's router logits on the host, and the rows each expert takes.
-    router_logits: Vec<f32>,
-    routes: Routes,
 }
 
 impl<B: Backend> Transformer<B> {
     pub fn new(gguf: Arc<GgufFile>, config: ModelConfig, weights: Weights<B::Matrix, B::Vector>, backend: B) -> Self {
-        Transformer {
-            gguf,
-            config,
-            weights,
-            backend,
-            cached_len: 0,
-            head_rows: Vec::new(),
-            router_logits: Vec::new(),
-            routes: Routes::default(),
-        }
+        Transformer { gguf, config, weights, backend, cached_len: 0, head_rows: Vec::new() }
     }
 
     pub fn gguf(&self) -> &Arc<GgufFile> {
@@ -54,8 +41,7 @@ impl<B: Backend> Transformer<B> {
 
     /// Runs a pass up to the LM head, whose output for `rows` the backend holds in `Logits`.
     fn run(&mut self, tokens: &[u32], pass: &Pass, rows: &[usize]) -> Result<(), ModelError> {
-        let Transformer { gguf, config: c, weights: w, backend: b, cached_len, head_rows, router_logits, routes } =
-            self;
+        let Transformer { gguf, config: c, weights: w, backend: b, cached_len, head_rows } = self;
         let window = check_pass(c, tokens, pass, rows)?;
         let len = tokens.len();
         match pass {
@@ -113,19 +99,15 @@ impl<B: Backend> Transformer<B> {
                 Ffn::Moe { router, experts } => {
                     let m = c.moe.as_ref().expect("a file with expert tensors has a MoE config");
                     b.linear(router, Act::H, Act::Router, n, false)?;
-                    b.to_host(Act::Router, n * m.n_expert, router_logits)?;
-                    routes.plan(router_logits, n, m);
-                    b.zero(Act::Moe, n * d)?;
-                    // Each expert once, over every row that chose it.
-                    for (e, expert) in experts.iter().enumerate() {
-                        let (rows, weights) = routes.of(e);
-                        if rows.is_empty() {
-                            continue;
-                        }
-                        b.gather_rows(Act::H, rows, d, Act::Picked)?;
-                        swiglu_ffn(b, expert, Act::Picked, rows.len(), m.n_ff_exp, Act::Att)?;
-                        b.scatter_add_rows(Act::Att, rows, weights, d, Act::Moe)?;
-                    }
+                    b.route(m, n)?;
+                    // Every chosen (row, expert) pair once, grouped by expert: one product per
+                    // expert over all of its rows.
+                    b.gather_routed(Act::H, d, Act::Picked)?;
+                    b.linear_experts(l, ExpertPart::Gate, experts, Act::Picked, Act::Gate, false)?;
+                    b.linear_experts(l, ExpertPart::Up, experts, Act::Picked, Act::Up, true)?;
+                    b.swiglu(n * m.n_expert_used * m.n_ff_exp)?;
+                    b.linear_experts(l, ExpertPart::Down, experts, Act::Gate, Act::Picked, false)?;
+                    b.combine_routed(Act::Picked, d, Act::Moe)?;
                     b.add_into(Act::X, Act::Moe, n * d)?;
                 }
             }
@@ -200,7 +182,7 @@ mod tests {
 
     use super::*;
     use crate::model::weights::{Layer, MatrixRef};
-    use crate::model::{Family, RopeStyle};
+    use crate::model::{Family, MoeConfig, RopeStyle};
 
     #[derive(Default)]
     struct Recorder {
@@ -259,40 +241,30 @@ mod tests {
             self.calls.push(format!("assemble {l} {w:?} {len}x{kv}"));
             Ok(())
         }
-        fn zero(&mut self, x: Act, n: usize) -> Result<(), ModelError> {
-            self.calls.push(format!("zero {x:?} {n}"));
+        fn route(&mut self, m: &MoeConfig, rows: usize) -> Result<(), ModelError> {
+            self.calls.push(format!("route {rows} to {} of {}", m.n_expert_used, m.n_expert));
             Ok(())
         }
-        /// Router logits that send row r to experts r % 4 (first) and (r + 1) % 4.
-        fn to_host(&mut self, x: Act, n: usize, out: &mut Vec<f32>) -> Result<(), ModelError> {
-            self.calls.push(format!("to host {x:?} {n}"));
-            out.clear();
-            out.extend((0..n).map(|i| {
-                let (r, e) = (i / 4, i % 4);
-                if e == r % 4 {
-                    2.0
-                } else if e == (r + 1) % 4 {
-                    1.0
-                } else {
-                    0.0
-                }
-            }));
+        fn gather_routed(&mut self, src: Act, width: usize, dst: Act) -> Result<(), ModelError> {
+            self.calls.push(format!("gather {src:?}->{dst:?} {width}"));
             Ok(())
         }
-        fn gather_rows(&mut self, src: Act, rows: &[usize], width: usize, dst: Act) -> Result<(), ModelError> {
-            self.calls.push(format!("gather {src:?}{rows:?}->{dst:?} {width}"));
-            Ok(())
-        }
-        fn scatter_add_rows(
+        fn linear_experts(
             &mut self,
-            src: Act,
-            rows: &[usize],
-            w: &[f32],
-            width: usize,
-            dst: Act,
+            layer: usize,
+            part: ExpertPart,
+            experts: &[Expert<&'static str>],
+            i: Act,
+            o: Act,
+            same: bool,
         ) -> Result<(), ModelError> {
-            assert_eq!(rows.len(), w.len());
-            self.calls.push(format!("scatter {src:?}->{dst:?}{rows:?} {width}"));
+            let names: Vec<&str> = experts.iter().map(|e| *part.of(e)).collect();
+            let same = if same { " same input" } else { "" };
+            self.calls.push(format!("experts {layer} {part:?} {names:?} {i:?}->{o:?}{same}"));
+            Ok(())
+        }
+        fn combine_routed(&mut self, src: Act, width: usize, dst: Act) -> Result<(), ModelError> {
+            self.calls.push(format!("combine {src:?}->{dst:?} {width}"));
             Ok(())
         }
         fn logits_to_host(&mut self, n: usize, out: &mut Vec<f32>) -> Result<(), ModelError> {
@@ -386,19 +358,14 @@ mod tests {
         Ok(std::mem::take(&mut m.backend_mut().calls))
     }
 
-    /// A MoE layer on the recorder: q/k norms per head before RoPE, then the router's logits to
-    /// the host, and each chosen expert once over its rows (the recorder's router sends row r
-    /// to experts r % 4 and r + 1 % 4), its outputs added back to those rows.
+    /// A MoE layer on the recorder: q/k norms per head before RoPE, then the router, the rows
+    /// gathered by expert, each of the three expert products once over all experts' rows (the
+    /// gate's quantized input serving the up product), and the weighted outputs combined.
     #[test]
-    fn a_moe_layer_norms_q_and_k_and_runs_each_expert_once_over_its_rows() {
+    fn a_moe_layer_norms_q_and_k_and_runs_the_experts_over_the_gathered_rows() {
         let mut m = model();
-        m.config.moe = Some(crate::model::MoeConfig {
-            n_expert: 4,
-            n_expert_used: 2,
-            n_ff_exp: 6,
-            normalize_weights: true,
-            weights_scale: 0.0,
-        });
+        m.config.moe =
+            Some(MoeConfig { n_expert: 4, n_expert_used: 2, n_ff_exp: 6, normalize_weights: true, weights_scale: 0.0 });
         let names = ["e0", "e1", "e2", "e3"];
         for layer in &mut m.weights.layers {
             layer.q_norm = Some("q_norm");
@@ -412,21 +379,22 @@ mod tests {
         let at = |c: &str| calls.iter().position(|x| x == c).unwrap_or_else(|| panic!("no call {c}: {calls:#?}"));
         assert!(at("norm q_norm Q->Q 6") < at("rope Q 3 x 2 from 0"), "q normed per head (3 rows x 2 heads) first");
         assert!(at("norm k_norm K->K 3") < at("rope K 3 x 1 from 0"));
-        let first = at("linear router H->Router 3");
-        let mut want = vec!["linear router H->Router 3".to_string(), "to host Router 12".into(), "zero Moe 24".into()];
-        for (e, rows) in [("e0", vec![0]), ("e1", vec![0, 1]), ("e2", vec![1, 2]), ("e3", vec![2])] {
-            let n = rows.len();
-            want.extend([
-                format!("gather H{rows:?}->Picked 8"),
-                format!("linear {e} Picked->Gate {n}"),
-                format!("linear {e} Picked->Up {n} same input"),
-                format!("swiglu {}", n * 6),
-                format!("linear {e} Gate->Att {n}"),
-                format!("scatter Att->Moe{rows:?} 8"),
-            ]);
+        for l in 0..2 {
+            let first = calls.iter().enumerate().filter(|(_, c)| *c == "linear router H->Router 3").nth(l).unwrap().0;
+            let want = [
+                "linear router H->Router 3".to_string(),
+                "route 3 to 2 of 4".into(),
+                "gather H->Picked 8".into(),
+                format!("experts {l} Gate {names:?} Picked->Gate"),
+                format!("experts {l} Up {names:?} Picked->Up same input"),
+                // 3 rows x 2 experts x 6 hidden values.
+                "swiglu 36".into(),
+                format!("experts {l} Down {names:?} Gate->Picked"),
+                "combine Picked->Moe 8".into(),
+                "add Moe->X 24".into(),
+            ];
+            assert_eq!(calls[first..first + want.len()], want[..]);
         }
-        want.push("add Moe->X 24".into());
-        assert_eq!(calls[first..first + want.len()], want[..]);
     }
 
     #[test]

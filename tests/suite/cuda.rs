@@ -11,7 +11,7 @@ use std::sync::Arc;
 use common::{compare_logits, data, read_f32, read_i32};
 use cudarc::driver::{CudaContext, CudaSlice, CudaStream, LaunchConfig, PushKernelArg};
 use dllm::backend::RowConfidence;
-use dllm::backend::RowRule;
+use dllm::backend::{Routes, RowRule};
 use dllm::cpu::ops::attention::{AttentionScratch, AttentionShape, attention};
 use dllm::cpu::ops::matmul::{MatmulScratch, Matrix, matmul};
 use dllm::cpu::ops::norm::rms_norm;
@@ -21,7 +21,7 @@ use dllm::forward::{CpuModel, CudaModel};
 use dllm::forward::{Forward, Pass};
 use dllm::gguf::GgufFile;
 use dllm::model::rope::RopeTable;
-use dllm::model::{Family, RopeStyle};
+use dllm::model::{Family, MoeConfig, RopeStyle};
 use dllm::quant::GgmlType;
 use dllm::quant::q8::{BlockQ8_0, BlockQ8K, quantize_q8_0, quantize_q8_k};
 use rand::{Rng, SeedableRng};
@@ -248,6 +248,93 @@ fn launch_elementwise(g: &Gpu, name: &str, x: &mut CudaSlice<f32>, y: &CudaSlice
     unsafe { b.launch(cfg((n.div_ceil(256) as u32, 1), 256)) }.unwrap();
 }
 
+/// The MoE routing kernels (`moe_route`, `moe_group`) against `backend::Routes` on random
+/// router logits, with ties between experts in some rows, for both weightings (LLaDA-MoE's
+/// plain probabilities, RND1's renormalized ones); then `gather_rows` and `moe_combine` on
+/// that routing against the host's gather and combine.
+#[test]
+fn moe_routing_on_the_gpu_matches_the_host() {
+    let Some(g) = setup() else { return };
+    let s = &g.stream;
+    let mut rng = ChaCha8Rng::seed_from_u64(21);
+    let (rows, width) = (37, 96);
+    for (n_expert, k, normalize) in [(64, 8, false), (128, 8, true), (4, 2, true)] {
+        let m = MoeConfig { n_expert, n_expert_used: k, n_ff_exp: 8, normalize_weights: normalize, weights_scale: 0.0 };
+        let mut logits = random(&mut rng, rows * n_expert, 3.0);
+        for r in (0..rows).step_by(5) {
+            // Ties: three experts of the row share its largest logit.
+            let row = &mut logits[r * n_expert..(r + 1) * n_expert];
+            row[n_expert - 1] = 9.0;
+            row[1] = 9.0;
+            row[n_expert / 2] = 9.0;
+        }
+        let mut host = Routes::default();
+        host.plan(&logits, rows, &m);
+        let slots = rows * k;
+        let d_logits = s.clone_htod(&logits).unwrap();
+        let mut slot_expert = s.alloc_zeros::<i32>(slots).unwrap();
+        let mut slot_weight = s.alloc_zeros::<f32>(slots).unwrap();
+        let mut slot_position = s.alloc_zeros::<i32>(slots).unwrap();
+        let mut gathered = s.alloc_zeros::<i32>(slots).unwrap();
+        let mut starts = s.alloc_zeros::<i32>(n_expert + 1).unwrap();
+        let (n_rows, n_e, k32, n_slots, norm, scale) =
+            (rows as i32, n_expert as i32, k as i32, slots as i32, normalize as i32, 0f32);
+        let mut b = s.launch_builder(g.kernels.get("moe_route"));
+        b.arg(&d_logits)
+            .arg(&n_rows)
+            .arg(&n_e)
+            .arg(&k32)
+            .arg(&norm)
+            .arg(&scale)
+            .arg(&mut slot_expert)
+            .arg(&mut slot_weight);
+        unsafe { b.launch(cfg((rows.div_ceil(128) as u32, 1), 128)) }.unwrap();
+        let mut b = s.launch_builder(g.kernels.get("moe_group"));
+        b.arg(&slot_expert)
+            .arg(&n_slots)
+            .arg(&k32)
+            .arg(&n_e)
+            .arg(&mut starts)
+            .arg(&mut gathered)
+            .arg(&mut slot_position);
+        unsafe { b.launch(cfg((1, 1), 1)) }.unwrap();
+        let starts = s.clone_dtoh(&starts).unwrap();
+        let want_starts: Vec<i32> = host.groups().map(|g| g.start as i32).chain([slots as i32]).collect();
+        assert_eq!(starts, want_starts, "{n_expert} experts: each expert's rows");
+        let want_gathered: Vec<i32> = host.gathered().iter().map(|&r| r as i32).collect();
+        assert_eq!(s.clone_dtoh(&gathered).unwrap(), want_gathered);
+        let positions = s.clone_dtoh(&slot_position).unwrap();
+        let weights = s.clone_dtoh(&slot_weight).unwrap();
+        for (i, (p, w)) in host.slots().enumerate() {
+            assert_eq!(positions[i], p as i32, "slot {i}");
+            // expf on the GPU and exp on the host may differ in the last bits.
+            assert!((weights[i] - w).abs() <= 1e-6 * w.abs().max(1e-3), "slot {i}: {} vs {w}", weights[i]);
+        }
+
+        let x = random(&mut rng, rows * width, 2.0);
+        let mut want_picked = vec![0f32; slots * width];
+        host.gather(&x, width, &mut want_picked);
+        let d_x = s.clone_htod(&x).unwrap();
+        let mut picked = s.alloc_zeros::<f32>(slots * width).unwrap();
+        let w32 = width as i32;
+        let mut b = s.launch_builder(g.kernels.get("gather_rows"));
+        b.arg(&d_x).arg(&gathered).arg(&mut picked).arg(&n_slots).arg(&w32);
+        unsafe { b.launch(cfg((width.div_ceil(256) as u32, slots as u32), 256)) }.unwrap();
+        assert_eq!(s.clone_dtoh(&picked).unwrap(), want_picked);
+
+        // Combined with the host's weights, so that only the kernel's arithmetic is compared.
+        let host_weights: Vec<f32> = host.slots().map(|(_, w)| w).collect();
+        let d_weights = s.clone_htod(&host_weights).unwrap();
+        let mut want = vec![0f32; rows * width];
+        host.combine(&want_picked, width, &mut want);
+        let mut combined = s.alloc_zeros::<f32>(rows * width).unwrap();
+        let mut b = s.launch_builder(g.kernels.get("moe_combine"));
+        b.arg(&picked).arg(&slot_position).arg(&d_weights).arg(&mut combined).arg(&n_rows).arg(&k32).arg(&w32);
+        unsafe { b.launch(cfg((width.div_ceil(256) as u32, rows as u32), 256)) }.unwrap();
+        assert_eq!(s.clone_dtoh(&combined).unwrap(), want, "the same multiplies and adds, in the same order");
+    }
+}
+
 #[test]
 fn norm_rope_swiglu_and_residual_kernels_match_the_cpu() {
     let Some(g) = setup() else { return };
@@ -426,8 +513,9 @@ fn gpu_logits_match_the_goldens() {
     }
 }
 
-/// The MoE layer (router on the host, experts gathered, run and added back by the kernels of
-/// kernels/moe.cu) and the q/k norms on the GPU: the MoE fixtures against their references.
+/// The MoE layer on the GPU (routed and grouped by kernels/moe.cu, every expert's product in one
+/// launch of qgemm.cu's `*_experts` kernels, combined back) and the q/k norms: the MoE fixtures
+/// against their references.
 #[test]
 fn gpu_moe_logits_match_the_references() {
     let Some(g) = gpu() else {

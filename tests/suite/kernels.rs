@@ -8,7 +8,7 @@ use dllm::cpu::kernels::{
     dot_rows_q8_0, dot_rows_q8k, dot_rows_tile_f32, gemm_packed, gemm_packed_q8_0, max_f32, softmax_scaled,
     sum_exp_f32, swiglu_f32, weighted_rows_f32, weighted_rows_tile_f32,
 };
-use dllm::cpu::ops::matmul::{MatmulScratch, Matrix, matmul, matmul_on, matmul_same_input};
+use dllm::cpu::ops::matmul::{MatmulScratch, Matrix, matmul, matmul_experts_on, matmul_on, matmul_same_input};
 use dllm::quant::blocks::{q2_k, q3_k, q4_1, q4_k, q5_1, q5_k, q6_k, q8_0};
 use dllm::quant::q8::{BlockQ8_0, BlockQ8K, quantize_q8_0, quantize_q8_k};
 use dllm::quant::{Activations, GgmlType, dequantize};
@@ -146,6 +146,38 @@ fn whole_products_match_scalar_on_ragged_shapes() {
                     let scale = abs_dot(ty, &data[o * rb..(o + 1) * rb], &x[r * n_in..(r + 1) * n_in]);
                     assert_close(*g, *e, scale, &format!("{isa:?} {ty} {n_in}x{n_out} rows {rows} #{i}"));
                 }
+            }
+        }
+    }
+}
+
+/// A mixture-of-experts product (every expert's column blocks in one parallel loop, the rows
+/// quantized once) gives each expert's rows exactly what that expert's own product gives them,
+/// on every path, packed and unpacked: the same integer dots, only scheduled differently. The
+/// up product reusing the gate's quantized rows (`same_input`) is checked the same way.
+#[test]
+fn expert_products_equal_each_experts_own_product() {
+    let mut rng = ChaCha8Rng::seed_from_u64(21);
+    // Ragged groups: empty experts, one row, more than a row group.
+    let groups = [0..0, 0..1, 1..1, 1..8, 8..9, 9..26, 26..26, 26..29];
+    let rows = groups.last().unwrap().end;
+    let (n_in, n_out) = (512, 64);
+    for ty in [GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0, GgmlType::Q4_1, GgmlType::F16] {
+        let data: Vec<Vec<u8>> = groups.iter().map(|_| random_weights(&mut rng, ty, n_in, n_out)).collect();
+        let packed: Vec<_> = data.iter().map(|d| has_layout(ty).then(|| pack(ty, d, n_in, n_out, |_| {}))).collect();
+        let x = random_activations(&mut rng, rows * n_in);
+        for isa in Isa::available() {
+            let matrix = |e: usize| Matrix { ty, n_in, n_out, data: &data[e], packed: packed[e].as_ref() };
+            let mut want = vec![0f32; rows * n_out];
+            for (e, g) in groups.iter().enumerate().filter(|(_, g)| !g.is_empty()) {
+                let (x, out) = (&x[g.start * n_in..g.end * n_in], &mut want[g.start * n_out..g.end * n_out]);
+                matmul_on(isa, x, g.len(), &matrix(e), out, &mut MatmulScratch::default());
+            }
+            let mut scratch = MatmulScratch::default();
+            for same_input in [false, true] {
+                let mut got = vec![f32::NAN; rows * n_out];
+                matmul_experts_on(isa, &x, &groups, matrix, &mut got, &mut scratch, same_input);
+                assert!(got == want, "{isa:?} {ty}, same input {same_input}: not each expert's own product");
             }
         }
     }

@@ -31,6 +31,10 @@ impl ColumnBlock<'_> {
         self.width
     }
 
+    pub fn n_rows(&self) -> usize {
+        self.n_rows
+    }
+
     /// The block's cells in row `r`.
     pub fn row_mut(&mut self, r: usize) -> &mut [f32] {
         assert!(r < self.n_rows, "row {r} of a {}-row matrix", self.n_rows);

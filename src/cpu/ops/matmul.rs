@@ -7,11 +7,12 @@
 //! This is the oracle that the int8 SIMD kernels are tested against; on the x86 SIMD paths the
 //! matrices with an interleaved copy (`cpu::kernels::repack`) run through the packed kernels.
 
+use std::ops::Range;
 use std::sync::Mutex;
 
 use rayon::prelude::*;
 
-use super::column_blocks::par_column_blocks;
+use super::column_blocks::{ColumnBlock, par_column_blocks};
 use crate::cpu::kernels::repack::{COLS, Packed};
 use crate::cpu::kernels::{
     CALL_COLS, Isa, PACKED_ROW_GROUP, ROW_GROUP, active_isa, ahead_share, dot_f32, dot_rows_q8_0, dot_rows_q8_1,
@@ -93,6 +94,108 @@ pub fn matmul_same_input(x: &[f32], n_rows: usize, w: &Matrix, out: &mut [f32], 
 /// `matmul` on a chosen instruction set (which must be available).
 pub fn matmul_on(isa: Isa, x: &[f32], n_rows: usize, w: &Matrix, out: &mut [f32], scratch: &mut MatmulScratch) {
     product(isa, x, n_rows, w, out, scratch, false);
+}
+
+/// The products of a mixture-of-experts layer: rows `groups[e]` of `x` (`[rows, n_in]`, the
+/// groups contiguous and in order) times expert e's matrix `w(e)`, into the same rows of `out`.
+/// The activations are quantized once for all experts, and every expert's column blocks are
+/// tasks of one parallel loop, so experts run side by side instead of one after another (each
+/// expert has only a few rows: the tasks, not the rows, keep the threads busy). The experts'
+/// matrices share a type (they are slices of one 3-D tensor). `same_input` as for
+/// `matmul_same_input`.
+pub fn matmul_experts<'w>(
+    x: &[f32],
+    groups: &[Range<usize>],
+    w: impl Fn(usize) -> Matrix<'w> + Sync,
+    out: &mut [f32],
+    scratch: &mut MatmulScratch,
+    same_input: bool,
+) {
+    matmul_experts_on(active_isa(), x, groups, w, out, scratch, same_input);
+}
+
+/// `matmul_experts` on a chosen instruction set (which must be available).
+pub fn matmul_experts_on<'w>(
+    isa: Isa,
+    x: &[f32],
+    groups: &[Range<usize>],
+    w: impl Fn(usize) -> Matrix<'w> + Sync,
+    out: &mut [f32],
+    scratch: &mut MatmulScratch,
+    same_input: bool,
+) {
+    let Some(first) = groups.iter().position(|g| !g.is_empty()) else { return };
+    let n_rows = groups.last().map_or(0, |g| g.end);
+    let m = w(first);
+    let (n_in, n_out) = (m.n_in, m.n_out);
+    let form = m.ty.activations().expect("weights validated at load");
+    let packed_whole = |e: usize| w(e).packed.is_some_and(|p| p.n_groups * COLS == n_out);
+    let parallel = isa.is_x86_simd()
+        && matches!(form, Form::Q8K | Form::Q8_0)
+        && groups.iter().enumerate().all(|(e, g)| g.is_empty() || packed_whole(e));
+    if !parallel {
+        // No packed kernel for these experts: one product after another, each quantizing its
+        // own rows, and no quantized rows left for a following product to reuse.
+        scratch.quantized = None;
+        for (e, g) in groups.iter().enumerate().filter(|(_, g)| !g.is_empty()) {
+            let (x, out) = (&x[g.start * n_in..g.end * n_in], &mut out[g.start * n_out..g.end * n_out]);
+            product(isa, x, g.len(), &w(e), out, scratch, false);
+        }
+        scratch.quantized = None;
+        return;
+    }
+    let quantize = scratch.must_quantize(form, n_rows, n_in, same_input);
+    match form {
+        Form::Q8K => experts_packed(isa, x, groups, &w, out, (&mut scratch.q8k, quantize)),
+        _ => experts_packed(isa, x, groups, &w, out, (&mut scratch.q8_0, quantize)),
+    }
+}
+
+/// `matmul_experts` through the packed kernels: the rows quantized once (unless `quantize` is
+/// false), then one parallel loop over every expert's column blocks.
+fn experts_packed<'w, A: Activations>(
+    isa: Isa,
+    x: &[f32],
+    groups: &[Range<usize>],
+    w: &(impl Fn(usize) -> Matrix<'w> + Sync),
+    out: &mut [f32],
+    (acts, quantize): (&mut Vec<A>, bool),
+) {
+    let n_rows = groups.last().map_or(0, |g| g.end);
+    let (n_in, n_out) = (w(0).n_in, w(0).n_out);
+    let nb = n_in / A::BLOCK;
+    if acts.len() < n_rows * nb {
+        acts.resize(n_rows * nb, A::default());
+    }
+    let acts = &mut acts[..n_rows * nb];
+    if quantize {
+        acts.par_chunks_mut(nb).zip(x.par_chunks(n_in)).for_each(|(a, xr)| A::quantize(xr, a));
+    }
+    let acts = &*acts;
+    // Each expert's rows of `out`, split off in order (the groups are contiguous).
+    let mut rest = &mut out[..n_rows * n_out];
+    let mut parts = Vec::with_capacity(groups.len());
+    for (e, g) in groups.iter().enumerate() {
+        let (part, tail) = std::mem::take(&mut rest).split_at_mut(g.len() * n_out);
+        rest = tail;
+        if !g.is_empty() {
+            parts.push((e, g.start, part));
+        }
+    }
+    let call_groups = |e: usize| packed_call_groups(isa, w(e).packed.expect("checked packed").ty);
+    parts
+        .into_par_iter()
+        .flat_map(|(e, start, part)| {
+            let rows = part.len() / n_out;
+            par_column_blocks(part, rows, n_out, n_out, call_groups(e) * COLS).map(move |block| (e, start, block))
+        })
+        .for_each_init(CallBuffers::new, |buffers, (e, start, block)| {
+            let packed = w(e).packed.expect("checked packed");
+            let kernel = |g: &[u8], a: &[&[A]], o: &mut [[f32; CALL_COLS]], ahead: &[u8]| {
+                A::packed(isa, packed.ty, g, a, o, ahead)
+            };
+            packed_block(packed, call_groups(e), &acts[start * nb..], nb, &kernel, block, buffers);
+        });
 }
 
 fn product(
@@ -276,37 +379,60 @@ fn packed_products<A: Sync>(
     out: &mut [f32],
     n_out: usize,
 ) {
-    // The results buffer (15 KB) and the call's row slices are set up once per rayon split,
-    // not for every block.
-    let buffers = || ([[0f32; CALL_COLS]; PACKED_ROW_GROUP], [&[][..]; PACKED_ROW_GROUP]);
-    par_column_blocks(out, n_rows, n_out, packed.n_groups * COLS, call_groups * COLS).for_each_init(
-        buffers,
-        |(results, group), mut block| {
-            let first_group = block.first_col() / COLS;
-            let width = block.width();
-            let groups = packed.groups(first_group..first_group + width / COLS);
-            // The next block's weights (most often this thread's next task: rayon hands a thread
-            // adjacent blocks), a share per call.
-            let next_start = (first_group + width / COLS).min(packed.n_groups);
-            let next = packed.groups(next_start..(next_start + call_groups).min(packed.n_groups));
-            let calls = n_rows.div_ceil(PACKED_ROW_GROUP);
-            for (t, first) in (0..n_rows).step_by(PACKED_ROW_GROUP).enumerate() {
-                let rows = PACKED_ROW_GROUP.min(n_rows - first);
-                for (i, slot) in group.iter_mut().enumerate().take(rows) {
-                    *slot = &acts[(first + i) * nb..(first + i + 1) * nb];
-                }
-                kernel(groups, &group[..rows], &mut results[..rows], ahead_share(next, t, calls));
-                for (i, res) in results[..rows].iter().enumerate() {
-                    match <&mut [f32; CALL_COLS]>::try_from(block.row_mut(first + i)) {
-                        // A whole call's columns: a fixed-size copy, inlined (a slice copy of a
-                        // run-time length is a memmove call per row and call).
-                        Ok(row) => *row = *res,
-                        Err(_) => block.row_mut(first + i).copy_from_slice(&res[..width]),
-                    }
-                }
+    par_column_blocks(out, n_rows, n_out, packed.n_groups * COLS, call_groups * COLS)
+        .for_each_init(CallBuffers::new, |buffers, block| {
+            packed_block(packed, call_groups, acts, nb, &kernel, block, buffers)
+        });
+}
+
+/// A packed kernel call's results (15 KB) and row slices, set up once per rayon split, not for
+/// every block.
+struct CallBuffers<'a, A> {
+    results: [[f32; CALL_COLS]; PACKED_ROW_GROUP],
+    rows: [&'a [A]; PACKED_ROW_GROUP],
+}
+
+impl<A> CallBuffers<'_, A> {
+    fn new() -> Self {
+        CallBuffers { results: [[0f32; CALL_COLS]; PACKED_ROW_GROUP], rows: [&[][..]; PACKED_ROW_GROUP] }
+    }
+}
+
+/// One task of `packed_products`: the block's columns for every one of its rows, whose
+/// activations are `acts` (`nb` blocks a row, from the block's first row on).
+fn packed_block<'a, A>(
+    packed: &Packed,
+    call_groups: usize,
+    acts: &'a [A],
+    nb: usize,
+    kernel: &impl Fn(&[u8], &[&[A]], &mut [[f32; CALL_COLS]], &[u8]),
+    mut block: ColumnBlock,
+    CallBuffers { results, rows: group }: &mut CallBuffers<'a, A>,
+) {
+    let n_rows = block.n_rows();
+    let first_group = block.first_col() / COLS;
+    let width = block.width();
+    let groups = packed.groups(first_group..first_group + width / COLS);
+    // The next block's weights (most often this thread's next task: rayon hands a thread
+    // adjacent blocks), a share per call.
+    let next_start = (first_group + width / COLS).min(packed.n_groups);
+    let next = packed.groups(next_start..(next_start + call_groups).min(packed.n_groups));
+    let calls = n_rows.div_ceil(PACKED_ROW_GROUP);
+    for (t, first) in (0..n_rows).step_by(PACKED_ROW_GROUP).enumerate() {
+        let rows = PACKED_ROW_GROUP.min(n_rows - first);
+        for (i, slot) in group.iter_mut().enumerate().take(rows) {
+            *slot = &acts[(first + i) * nb..(first + i + 1) * nb];
+        }
+        kernel(groups, &group[..rows], &mut results[..rows], ahead_share(next, t, calls));
+        for (i, res) in results[..rows].iter().enumerate() {
+            match <&mut [f32; CALL_COLS]>::try_from(block.row_mut(first + i)) {
+                // A whole call's columns: a fixed-size copy, inlined (a slice copy of a
+                // run-time length is a memmove call per row and call).
+                Ok(row) => *row = *res,
+                Err(_) => block.row_mut(first + i).copy_from_slice(&res[..width]),
             }
-        },
-    );
+        }
+    }
 }
 
 /// `out_t[o][r] = dot(w[o], acts[r])` for the rows `o >= first_col` over quantized activations
