@@ -7,7 +7,8 @@
 # llama.cpp is built (CPU, -march=native) from the source that the llama-cpp-python sdist on PyPI
 # vendors: PyPI is reachable from machines that cannot reach GitHub.
 # Env: THREADS (2), STEPS (8: a multiple of 4, because the CLI's block schedule counts the prompt
-# and splits a 148-token canvas into 4 blocks of 37), LLAMA_CPP_PYTHON_VERSION (0.3.36),
+# and splits a 148-token canvas into 4 blocks of 37), BLOCK (dllm's block length, 32; empty for
+# Dream, whose sampler without a threshold fills the whole answer at once), LLAMA_CPP_PYTHON_VERSION (0.3.36),
 # LLAMA_CPP_WORK (/tmp/llama-cpp-compare: the source and its build, kept between runs).
 # Needs: cargo, python3, curl, a C++ compiler, /usr/bin/time; cmake (installed with pip if absent).
 set -euo pipefail
@@ -16,6 +17,8 @@ model="$(realpath "$1")"
 out="${2:-benches/results}"
 threads="${THREADS:-2}"
 steps="${STEPS:-8}"
+block=("--block" "${BLOCK-32}")
+[ -n "${BLOCK-32}" ] || block=()
 version="${LLAMA_CPP_PYTHON_VERSION:-0.3.36}"
 work="${LLAMA_CPP_WORK:-/tmp/llama-cpp-compare}"
 mkdir -p "$work" "$out"
@@ -43,7 +46,7 @@ base="$out/compare-$name-x$threads"
 cat "$model" > /dev/null
 target/release/dllm bench -m "$model" --threads "$threads" --prompt-tokens 20 --gen 128 --steps 4 --runs 1 > /dev/null
 target/release/dllm bench -m "$model" --threads "$threads" --prompt-tokens 20 --gen 128 --steps "$steps" \
-    --block 32 --runs 2 --json "$base-dllm.json"
+    "${block[@]}" --runs 2 --json "$base-dllm.json"
 
 cat "$model" > /dev/null
 log="$work/llama-diffusion-cli.log"

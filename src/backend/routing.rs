@@ -83,9 +83,9 @@ impl Routes {
         }
     }
 
-    /// Experts each row takes.
-    pub fn experts_per_row(&self) -> usize {
-        self.k
+    /// The rows routed.
+    pub fn rows(&self) -> usize {
+        self.slot_position.len() / self.k.max(1)
     }
 
     /// Rows times experts per row: the gathered rows.

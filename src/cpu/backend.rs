@@ -364,7 +364,7 @@ impl Backend for CpuBackend {
 
     fn combine_routed(&mut self, src: Act, width: usize, dst: Act) -> Result<(), ModelError> {
         let (src, dst) = pair(&mut self.acts, src, dst);
-        let rows = self.routes.len() / self.routes.experts_per_row().max(1);
+        let rows = self.routes.rows();
         grow(dst, rows * width);
         self.routes.combine(src, width, &mut dst[..rows * width]);
         Ok(())
