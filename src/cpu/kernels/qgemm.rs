@@ -15,7 +15,7 @@ use crate::quant::{GgmlType, vec_dot};
 pub const ROW_GROUP: usize = 4;
 
 /// The most activation rows one `gemm_packed` call takes: a multiple of every packed kernel's
-/// rows (`QUAD_ROWS`, `PAIR_ROWS`, `Q6_K_PAIR_ROWS`, `ROW_GROUP`), so that a call's rows go to
+/// rows (`QUAD_ROWS`, `PAIR_ROWS`, `Q6_K_PAIR_ROWS`, `ROW_GROUP`, `Q4_K_X8_ROWS`, `Q6_K_X8_ROWS`), so that a call's rows go to
 /// whole kernel calls but for its last. Each kernel takes as many rows as its registers allow:
 /// the more rows an unpacked weight vector meets, the fewer instructions per multiply-add. A
 /// call per column block and 120 rows (two for a 148-row canvas) keeps the checks and dispatch
@@ -26,7 +26,9 @@ const _: () = assert!(
     PACKED_ROW_GROUP.is_multiple_of(QUAD_ROWS)
         && PACKED_ROW_GROUP.is_multiple_of(PAIR_ROWS)
         && PACKED_ROW_GROUP.is_multiple_of(Q6_K_PAIR_ROWS)
-        && PACKED_ROW_GROUP.is_multiple_of(ROW_GROUP),
+        && PACKED_ROW_GROUP.is_multiple_of(ROW_GROUP)
+        && PACKED_ROW_GROUP.is_multiple_of(Q4_K_X8_ROWS)
+        && PACKED_ROW_GROUP.is_multiple_of(Q6_K_X8_ROWS),
     "a packed call's rows go to whole kernel calls"
 );
 
@@ -84,13 +86,16 @@ fn put_results<const W: usize>(out: &mut [[f32; CALL_COLS]], col: usize, results
 /// each call spreads the prefetch of its share of `$ahead` over its loop.
 macro_rules! packed_x8 {
     ($isa:expr, $f:ident, $w:expr, $acts:expr, $out:expr, $col:expr, $ahead:expr) => {{
-        let calls = $acts.len().div_ceil(ROW_GROUP);
-        for (i, (a, o)) in $acts.chunks(ROW_GROUP).zip($out.chunks_mut(ROW_GROUP)).enumerate() {
+        packed_x8!($isa, $f, ROW_GROUP, [1, 2, 3, 4], $w, $acts, $out, $col, $ahead)
+    }};
+    ($isa:expr, $f:ident, $rows:expr, [$($n:literal),*], $w:expr, $acts:expr, $out:expr, $col:expr, $ahead:expr) => {{
+        let calls = $acts.len().div_ceil($rows);
+        for (i, (a, o)) in $acts.chunks($rows).zip($out.chunks_mut($rows)).enumerate() {
             let ahead = ahead_share($ahead, i, calls);
             match $isa {
-                Isa::Avx2 => packed_rows!(packed_avx2::$f, $w, a, o, $col, ahead, [1, 2, 3, 4]),
-                Isa::AvxVnni => packed_rows!(packed_avx_vnni::$f, $w, a, o, $col, ahead, [1, 2, 3, 4]),
-                Isa::Avx512Vnni => packed_rows!(packed_avx512_vnni::$f, $w, a, o, $col, ahead, [1, 2, 3, 4]),
+                Isa::Avx2 => packed_rows!(packed_avx2::$f, $w, a, o, $col, ahead, [$($n),*]),
+                Isa::AvxVnni => packed_rows!(packed_avx_vnni::$f, $w, a, o, $col, ahead, [$($n),*]),
+                Isa::Avx512Vnni => packed_rows!(packed_avx512_vnni::$f, $w, a, o, $col, ahead, [$($n),*]),
                 Isa::Scalar => unreachable!("checked by check_packed"),
             }
         }
@@ -128,6 +133,17 @@ const PAIR_ROWS: usize = 8;
 /// unpacking (5-7% faster than eight in one session's measurement, as fast in a later one:
 /// ten rows' pointers no longer fit in the general registers and are reloaded per group).
 const Q6_K_PAIR_ROWS: usize = 10;
+
+/// Activation rows the 256-bit Q4_K kernel takes at once: its sums (i16 and scaled, two a
+/// row) and the unpacked weights fill the 16 ymm registers at four rows, yet six, with a few
+/// sums kept on the stack, share each unpacked vector with more rows: 2.3-3.0% faster than four
+/// in an A/B run on Zen 3 AVX2 (eight: no faster; `benches/results/ab-x8-rows-avx2-x2.txt`).
+const Q4_K_X8_ROWS: usize = 6;
+
+/// Activation rows the 256-bit Q6_K kernel takes at once. Its unpacking (ten operations for
+/// 64 weights, against Q4_K's three) is shared by every row of a call, so more rows pay:
+/// twelve were 10-11% faster than four in the same A/B runs, eight 8-11%.
+const Q6_K_X8_ROWS: usize = 12;
 
 /// The groups per call of the packed kernels for `ty` on `isa`, widest first: four or two
 /// where the 512-bit kernels compute 32 or 16 columns at once, and always one (the 256-bit
@@ -243,9 +259,23 @@ pub fn gemm_packed(
         (Isa::Avx512Vnni, GgmlType::Q6_K, 2) => {
             packed_zmm!(gemm_q6_k_x16, Q6_K_PAIR_ROWS, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10], w, acts, out, col, ahead)
         }
-        (_, GgmlType::Q4_K, 1) => packed_x8!(isa, gemm_q4_k_x8, w, acts, out, col, ahead),
+        (_, GgmlType::Q4_K, 1) => {
+            packed_x8!(isa, gemm_q4_k_x8, Q4_K_X8_ROWS, [1, 2, 3, 4, 5, 6], w, acts, out, col, ahead)
+        }
         (_, GgmlType::Q5_K, 1) => packed_x8!(isa, gemm_q5_k_x8, w, acts, out, col, ahead),
-        (_, GgmlType::Q6_K, 1) => packed_x8!(isa, gemm_q6_k_x8, w, acts, out, col, ahead),
+        (_, GgmlType::Q6_K, 1) => {
+            packed_x8!(
+                isa,
+                gemm_q6_k_x8,
+                Q6_K_X8_ROWS,
+                [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12],
+                w,
+                acts,
+                out,
+                col,
+                ahead
+            )
+        }
         (_, GgmlType::Q2_K, 1) => packed_x8!(isa, gemm_q2_k_x8, w, acts, out, col, ahead),
         (_, GgmlType::Q3_K, 1) => packed_x8!(isa, gemm_q3_k_x8, w, acts, out, col, ahead),
         (_, GgmlType::IQ4_XS, 1) => packed_x8!(isa, gemm_iq4_xs_x8, w, acts, out, col, ahead),
