@@ -29,6 +29,8 @@ pub struct Settings {
     pub device: DeviceRequest,
     /// Keep packed CPU weights in the cache directory between loads (`LoadOptions::pack_cache`).
     pub pack_cache: bool,
+    /// The CPU's faster-weights mode (`LoadOptions::wide_weights`).
+    pub wide_weights: bool,
     pub prompt: String,
     /// Hugging Face endpoint; None: `HF_ENDPOINT`, else huggingface.co.
     pub hf_endpoint: Option<String>,
@@ -57,6 +59,7 @@ impl Default for Settings {
             threads: None,
             device: DeviceRequest::Auto,
             pack_cache: true,
+            wide_weights: false,
             prompt: "Tell me a story about a cat.".into(),
             hf_endpoint: None,
             hf_cache: None,
@@ -71,7 +74,12 @@ impl Default for Settings {
 impl Settings {
     /// The options a model is loaded with.
     pub fn load_options(&self) -> LoadOptions {
-        LoadOptions { threads: self.threads, device: self.device, pack_cache: self.pack_cache }
+        LoadOptions {
+            threads: self.threads,
+            device: self.device,
+            pack_cache: self.pack_cache,
+            wide_weights: self.wide_weights,
+        }
     }
 
     /// The folder replay pages are saved in.

@@ -147,7 +147,10 @@ pub fn run(args: Args, process_start: Instant) -> anyhow::Result<()> {
         sample_ms: Stats::of(&sample_ms),
         tokens_per_s: params.gen_length as f64 / Stats::of(&run_s).median,
         startup_ms,
-        weights: Some(info.prepared.short().to_owned()),
+        weights: Some(match info.options.wide_weights {
+            true => format!("{}, wide Q4_K", info.prepared.short()),
+            false => info.prepared.short().to_owned(),
+        }),
         peak_rss_bytes: peak_rss_bytes().unwrap_or(0),
         int8_peak_macs_per_s: peak,
         macs_per_step,
@@ -165,7 +168,8 @@ pub fn run(args: Args, process_start: Instant) -> anyhow::Result<()> {
     outln!("ms/step      median {:.1}, min {:.1}, max {:.1}", s.median, s.min, s.max);
     outln!("split        forward {:.1} ms, sampling {:.2} ms (median)", forward.median, result.sample_ms.median);
     outln!("tokens/s     {:.2}", result.tokens_per_s);
-    outln!("startup      {:.0} ms (process start to loaded model; {})", startup_ms, info.prepared);
+    let wide = if info.options.wide_weights { ", Q4_K weights widened to a byte each" } else { "" };
+    outln!("startup      {:.0} ms (process start to loaded model; {}{wide})", startup_ms, info.prepared);
     outln!(
         "peak RSS     {:.2} GB ({:.2}x the file)",
         result.peak_rss_bytes as f64 / 1e9,

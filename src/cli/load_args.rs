@@ -14,6 +14,11 @@ pub struct LoadArgs {
     /// (one per model, the size of the model, in the cache directory's `packed` folder)
     #[arg(long)]
     no_pack_cache: bool,
+    /// Faster weights (CPU): expand Q4_K weights to a byte each at load, so that no step unpacks
+    /// them; Q4_K matrices take 1.84x the memory (a Q4_K_M file's weights about 1.7x), the
+    /// results are the same
+    #[arg(long)]
+    wide_weights: bool,
 }
 
 /// A thread count, refused at once when it is 0 or past `dllm::engine::max_threads`.
@@ -28,7 +33,12 @@ fn threads(s: &str) -> Result<usize, String> {
 
 impl LoadArgs {
     pub fn options(&self) -> LoadOptions {
-        LoadOptions { threads: self.threads, device: self.device, pack_cache: !self.no_pack_cache }
+        LoadOptions {
+            threads: self.threads,
+            device: self.device,
+            pack_cache: !self.no_pack_cache,
+            wide_weights: self.wide_weights,
+        }
     }
 }
 

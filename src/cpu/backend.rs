@@ -34,6 +34,16 @@ impl CpuMatrix {
     }
 }
 
+/// How the CPU backend readies a model's weights.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct CpuLoadOptions<'a> {
+    /// A directory keeping the packed weights in a cache file (`cpu::pack_cache`).
+    pub pack_cache: Option<&'a Path>,
+    /// Q4_K matrices expanded to a byte per weight after packing (`Packed::widen`): 1.84x their
+    /// memory, no unpacking in the kernels, the same numbers.
+    pub wide_weights: bool,
+}
+
 pub struct CpuBackend {
     gguf: Arc<GgufFile>,
     /// One buffer per `Act`, sized for the largest pass seen and then reused.
@@ -65,13 +75,14 @@ impl CpuBackend {
     /// the backend's buffers. `progress` hears the fraction of the weights prepared so far.
     pub fn load(
         gguf: &Arc<GgufFile>,
-        pack_cache: Option<&Path>,
+        options: CpuLoadOptions,
         progress: &dyn Fn(f32),
     ) -> Result<Loaded<CpuBackend>, ModelError> {
         let config = ModelConfig::from_gguf(gguf)?;
         let located = Weights::locate(gguf, &config)?;
         let (weights, prepared) = if active_isa().is_x86_simd() {
-            pack_for_kernels(gguf, located, pack_cache, progress)
+            let (weights, prepared) = pack_for_kernels(gguf, located, options.pack_cache, progress);
+            (if options.wide_weights { widen(weights) } else { weights }, prepared)
         } else {
             let weights = located.try_map(unpacked, |v| Ok::<_, ModelError>(v.clone()), &|_| {})?;
             (weights, Prepared { how: Preparation::Mapped, cache_write: None })
@@ -103,6 +114,18 @@ impl CpuBackend {
     pub fn take_pack_cache_write(&mut self) -> Option<CacheWrite> {
         self.prepared.cache_write.take()
     }
+}
+
+/// Every packed Q4_K matrix of `weights` widened (`Packed::widen`); the others as they are.
+/// The packed originals are freed as the new weights take their place (a cache file's pages
+/// stay mapped for the other matrices, but are clean and given back under pressure).
+fn widen(weights: Weights<CpuMatrix>) -> Weights<CpuMatrix> {
+    let matrix = |m: &CpuMatrix| {
+        let packed = m.packed.as_ref().map(|p| p.widen().map(Arc::new).unwrap_or_else(|| p.clone()));
+        Ok::<_, std::convert::Infallible>(CpuMatrix { at: m.at.clone(), packed })
+    };
+    let Ok(wide) = weights.try_map(matrix, |v| Ok(v.clone()), &|_| {});
+    wide
 }
 
 fn unpacked(m: &MatrixRef) -> Result<CpuMatrix, ModelError> {

@@ -9,6 +9,7 @@ use std::time::Instant;
 
 use super::EngineError;
 use crate::chat::{Message, render};
+use crate::cpu::CpuLoadOptions;
 use crate::cpu::pack_cache::CacheWrite;
 use crate::cuda::{Device, DeviceRequest, GpuInfo, choose, probe};
 use crate::decoding::{DecodingPlan, GenerateParams, Generated, SpecialTokens, answer_ids, generate_planned};
@@ -28,6 +29,10 @@ pub struct LoadOptions {
     /// next load maps them instead of packing again (`cpu::pack_cache`). The front ends turn it
     /// on; off by default, so that library users and tests write nothing unasked.
     pub pack_cache: bool,
+    /// The faster-weights mode of the CPU: Q4_K matrices expanded to a byte per weight at load
+    /// (`cpu::CpuLoadOptions::wide_weights`), 1.84x their memory for no unpacking per step;
+    /// the numbers do not change. Off by default.
+    pub wide_weights: bool,
 }
 
 /// What the front ends show about a loaded model.
@@ -498,7 +503,8 @@ fn load_model(gguf: &Arc<GgufFile>, options: LoadOptions, progress: &dyn Fn(f32)
     Ok(match choice.device {
         Device::Cpu => {
             let dir = options.pack_cache.then(crate::paths::pack_cache_dir);
-            let mut model = CpuModel::load_with(gguf.clone(), dir.as_deref(), progress)?;
+            let cpu = CpuLoadOptions { pack_cache: dir.as_deref(), wide_weights: options.wide_weights };
+            let mut model = CpuModel::load_with(gguf.clone(), cpu, progress)?;
             let (prepared, pack_cache_write) = (model.prepared().clone(), model.take_pack_cache_write());
             Loaded { model: Box::new(model), device: choice.reason, gpu: None, prepared, pack_cache_write }
         }

@@ -1,13 +1,12 @@
 //! The model on each backend: the layer loop put together with the CPU's or a GPU's
 //! weights and buffers, as the engine loads it.
 
-use std::path::Path;
 use std::sync::Arc;
 
 use super::Transformer;
 use crate::backend::Loaded;
-use crate::cpu::CpuBackend;
 use crate::cpu::pack_cache::CacheWrite;
+use crate::cpu::{CpuBackend, CpuLoadOptions};
 use crate::cuda::{CudaBackend, GpuInfo, Kernels};
 use crate::gguf::GgufFile;
 use crate::model::{ModelError, Preparation};
@@ -20,18 +19,17 @@ pub type CudaModel = Transformer<CudaBackend>;
 
 impl CpuModel {
     pub fn load(gguf: Arc<GgufFile>) -> Result<CpuModel, ModelError> {
-        Self::load_with(gguf, None, &|_| {})
+        Self::load_with(gguf, CpuLoadOptions::default(), &|_| {})
     }
 
     /// `load`, reporting the fraction of the weights prepared (repacked) so far to `progress`,
-    /// and with a `pack_cache` directory keeping the packed weights in a cache file there
-    /// (`cpu::pack_cache`).
+    /// with `options` (a pack cache directory, wide Q4_K weights).
     pub fn load_with(
         gguf: Arc<GgufFile>,
-        pack_cache: Option<&Path>,
+        options: CpuLoadOptions,
         progress: &dyn Fn(f32),
     ) -> Result<CpuModel, ModelError> {
-        let Loaded { backend, config, weights } = CpuBackend::load(&gguf, pack_cache, progress)?;
+        let Loaded { backend, config, weights } = CpuBackend::load(&gguf, options, progress)?;
         Ok(Transformer::new(gguf, config, weights, backend))
     }
 

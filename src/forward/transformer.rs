@@ -31,6 +31,11 @@ impl<B: Backend> Transformer<B> {
         &self.gguf
     }
 
+    /// The weights in the backend's form.
+    pub fn weights(&self) -> &Weights<B::Matrix, B::Vector> {
+        &self.weights
+    }
+
     pub fn backend(&self) -> &B {
         &self.backend
     }

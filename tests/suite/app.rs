@@ -225,7 +225,10 @@ fn device_and_threads_settings_apply_when_the_model_reloads() {
     h.run_steps(3);
     wait_for(&mut h, "the reload", |a| !a.is_loading());
     let info = h.state().session.as_ref().unwrap().info();
-    assert_eq!(info.options, LoadOptions { threads: Some(1), device: DeviceRequest::Cpu, pack_cache: false });
+    assert_eq!(
+        info.options,
+        LoadOptions { threads: Some(1), device: DeviceRequest::Cpu, pack_cache: false, wide_weights: false }
+    );
     assert_eq!(info.threads, 1);
     assert_eq!(info.device, "CPU, as requested");
     assert!(h.query_by_label("Reload the model with these settings").is_none(), "nothing left to apply");

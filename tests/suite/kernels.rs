@@ -183,6 +183,33 @@ fn expert_products_equal_each_experts_own_product() {
     }
 }
 
+/// Wide Q4_K (a byte per weight, `Packed::widen`) gives the packed Q4_K kernels' results bit for
+/// bit on every x86 SIMD path, for every row count of a packed call and a ragged column count
+/// (the columns past the last group take the row kernels either way).
+#[test]
+fn wide_q4_k_products_equal_the_packed_ones() {
+    let mut rng = ChaCha8Rng::seed_from_u64(24);
+    let ty = GgmlType::Q4_K;
+    for (n_in, n_out) in [(512, 64), (768, 37)] {
+        let data = random_weights(&mut rng, ty, n_in, n_out);
+        let packed = pack(ty, &data, n_in, n_out, |_| {});
+        let wide = packed.widen().expect("Q4_K widens");
+        assert!(wide.wide && wide.bytes().len() > packed.bytes().len());
+        for rows in packed_row_counts() {
+            let x = random_activations(&mut rng, rows * n_in);
+            for isa in Isa::available().into_iter().filter(|i| i.is_x86_simd()) {
+                let product = |p| {
+                    let mut out = vec![f32::NAN; rows * n_out];
+                    let w = Matrix { ty, n_in, n_out, data: &data, packed: Some(p) };
+                    matmul_on(isa, &x, rows, &w, &mut out, &mut MatmulScratch::default());
+                    out
+                };
+                assert!(product(&wide) == product(&packed), "{isa:?} {n_in}x{n_out}, {rows} rows");
+            }
+        }
+    }
+}
+
 /// The packed kernels of every x86 SIMD path (AVX2, AVX-VNNI, AVX-512 VNNI: one kernel source
 /// compiled per path) against the scalar reference; a path this CPU lacks reports itself skipped.
 #[test]

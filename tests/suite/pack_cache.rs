@@ -8,11 +8,12 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use common::data;
-use dllm::cpu::active_isa;
+use dllm::cpu::{CpuLoadOptions, active_isa};
 use dllm::forward::CpuModel;
 use dllm::forward::Forward;
 use dllm::gguf::GgufFile;
 use dllm::model::Preparation;
+use dllm::quant::GgmlType;
 
 /// A fresh folder in the temporary directory for one test.
 fn temp_dir(name: &str) -> PathBuf {
@@ -23,7 +24,39 @@ fn temp_dir(name: &str) -> PathBuf {
 }
 
 fn load(model: &Path, cache: Option<&Path>) -> CpuModel {
-    CpuModel::load_with(Arc::new(GgufFile::open(model).unwrap()), cache, &|_| {}).unwrap()
+    let options = CpuLoadOptions { pack_cache: cache, wide_weights: false };
+    CpuModel::load_with(Arc::new(GgufFile::open(model).unwrap()), options, &|_| {}).unwrap()
+}
+
+/// The faster-weights mode widens every packed Q4_K matrix (plain LLaDA, Dream, and the MoE
+/// experts, whose products run through `matmul_experts`) and changes no logit: the wide kernels
+/// sum the same integers in the same order. From the pack cache too.
+#[test]
+fn wide_weights_widen_the_q4_k_matrices_and_give_the_same_logits() {
+    if !packs_here() {
+        return;
+    }
+    let cache = temp_dir("wide");
+    for file in ["models/llada-tiny-Q4_K_M", "models/dream-tiny-Q4_K_M", "moe/models/llada-moe-tiny-Q4_K_M"] {
+        let model = PathBuf::from(data(&format!("{file}.gguf")));
+        let mut normal = load(&model, None);
+        let want = logits(&mut normal);
+        for cache in [None, Some(cache.as_path()), Some(cache.as_path())] {
+            let options = CpuLoadOptions { pack_cache: cache, wide_weights: true };
+            let mut wide = CpuModel::load_with(Arc::new(GgufFile::open(&model).unwrap()), options, &|_| {}).unwrap();
+            if let Some(write) = wide.take_pack_cache_write() {
+                write.join().unwrap().unwrap();
+            }
+            let widened = |m: &CpuModel| {
+                let q4_k = m.weights().products().filter(|w| w.packed.as_ref().is_some_and(|p| p.ty == GgmlType::Q4_K));
+                q4_k.map(|w| w.packed.as_ref().is_some_and(|p| p.wide)).collect::<Vec<bool>>()
+            };
+            let (before, after) = (widened(&normal), widened(&wide));
+            assert!(!before.is_empty() && before.iter().all(|w| !w), "{file}: packed Q4_K matrices, none wide");
+            assert!(after.len() == before.len() && after.iter().all(|&w| w), "{file}: every Q4_K matrix wide");
+            assert_eq!(logits(&mut wide), want, "{file}, cache {cache:?}");
+        }
+    }
 }
 
 fn logits(m: &mut CpuModel) -> Vec<f32> {

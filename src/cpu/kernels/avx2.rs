@@ -269,6 +269,24 @@ unsafe fn gemm_q4_k_x8<O: Int8Dot, const R: usize>(group: &[u8], a: &[&[BlockQ8K
     }
 }
 
+/// Eight wide Q4_K columns (`repack::Packed::widen`: a byte per weight) against R activation
+/// rows: Q4_K's kernel with the weights loaded rather than unpacked.
+#[inline(always)]
+unsafe fn gemm_q4_k_wide_x8<O: Int8Dot, const R: usize>(
+    group: &[u8],
+    a: &[&[BlockQ8K]; R],
+    ahead: &[u8],
+) -> [[f32; 8]; R] {
+    use super::repack::{Q4_K_WIDE_GROUP_BLOCK, q4k_layout as l};
+    // SAFETY: as for this function (see the module's contract).
+    unsafe {
+        gemm_k4_like_x8::<O, R>(group, a, ahead, Q4_K_WIDE_GROUP_BLOCK, 4, |p, j, k| {
+            let q = p.add(l::QS + 256 * j + 64 * k);
+            (load(q), load(q.add(32)))
+        })
+    }
+}
+
 /// Eight interleaved Q5_K columns against R activation rows: Q4_K's kernel with the fifth bit
 /// added to each nibble. Values reach 31, so the i16 sums take two chunks (2 x 2 x 2 x 31 x
 /// 127 = 31496) rather than four.
@@ -723,6 +741,16 @@ macro_rules! packed_entry_points {
             pub unsafe fn gemm_q4_k_x8<const R: usize>(g: &[u8], a: &[&[BlockQ8K]; R], ahead: &[u8]) -> [[f32; 8]; R] {
                 // SAFETY: this function's contract.
                 unsafe { super::gemm_q4_k_x8::<$dot, R>(g, a, ahead) }
+            }
+
+            #[target_feature(enable = $features)]
+            pub unsafe fn gemm_q4_k_wide_x8<const R: usize>(
+                g: &[u8],
+                a: &[&[BlockQ8K]; R],
+                ahead: &[u8],
+            ) -> [[f32; 8]; R] {
+                // SAFETY: this function's contract.
+                unsafe { super::gemm_q4_k_wide_x8::<$dot, R>(g, a, ahead) }
             }
 
             #[target_feature(enable = $features)]

@@ -27,7 +27,7 @@ pub use features::{Isa, active_isa, cpu_flags};
 pub use peak::int8_peak;
 pub use qgemm::{
     CALL_COLS, MAX_CALL_GROUPS, PACKED_ROW_GROUP, ROW_GROUP, ahead_share, dot_rows_q8_0, dot_rows_q8_1, dot_rows_q8k,
-    gemm_packed, gemm_packed_q8_0, packed_call_groups,
+    gemm_packed, gemm_packed_q8_0, gemm_packed_wide, packed_call_groups,
 };
 pub use quantize::{quantize_q8_0, quantize_q8_k};
 pub use vec_f32::{

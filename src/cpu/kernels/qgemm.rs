@@ -157,9 +157,9 @@ fn kernel_groups(isa: Isa, ty: GgmlType) -> &'static [usize] {
 }
 
 /// The adjacent groups per `gemm_packed` call that feed the widest packed kernel for `ty` on
-/// `isa` whole calls.
-pub fn packed_call_groups(isa: Isa, ty: GgmlType) -> usize {
-    kernel_groups(isa, ty)[0]
+/// `isa` whole calls (wide Q4_K: one).
+pub fn packed_call_groups(isa: Isa, ty: GgmlType, wide: bool) -> usize {
+    if wide { 1 } else { kernel_groups(isa, ty)[0] }
 }
 
 /// How many of `left` groups the next kernel call takes: the widest kernel that fits.
@@ -281,6 +281,17 @@ pub fn gemm_packed(
         (_, GgmlType::IQ4_XS, 1) => packed_x8!(isa, gemm_iq4_xs_x8, w, acts, out, col, ahead),
         _ => unreachable!("next_call_groups offers only these"),
     });
+}
+
+/// `gemm_packed` on one group of wide Q4_K (`repack::Packed::widen`), whose 256-bit kernel
+/// takes `Q4_K_X8_ROWS` rows a call on every x86 SIMD path; the same results as `gemm_packed`
+/// on the group's Q4_K layout.
+pub fn gemm_packed_wide(isa: Isa, group: &[u8], acts: &[&[BlockQ8K]], out: &mut [[f32; CALL_COLS]], ahead: &[u8]) {
+    use super::repack::Q4_K_WIDE_GROUP_BLOCK;
+    let n_groups = check_packed(isa, Q4_K_WIDE_GROUP_BLOCK, group, acts, out);
+    assert_eq!(n_groups, 1, "wide Q4_K kernels take one group a call");
+    #[cfg(target_arch = "x86_64")]
+    packed_x8!(isa, gemm_q4_k_wide_x8, Q4_K_X8_ROWS, [1, 2, 3, 4, 5, 6], group, acts, out, 0, ahead);
 }
 
 /// `gemm_packed` for the layouts that take Q8_0 activations (`layout`: Q8_0, Q4_0 or Q5_0);

@@ -45,6 +45,12 @@
 //! and v+4+i in its high nibble), then for Q5_0 32 bytes of fifth bits as Q5_K's (byte `4c + i`,
 //! bit 2k for weight v+i, 2k+1 for v+4+i).
 //!
+//! Wide Q4_K (the faster-weights load option, `widen`), per group and super-block (2240 bytes,
+//! 1.84x Q4_K's layout): Q4_K's `d`, `dmin`, scales and mins, then each weight in a byte of its
+//! own: for each sub-block j and chunk k 64 bytes, the low nibbles of Q4_K's 32 bytes and then
+//! their high nibbles. The kernel loads what Q4_K's unpacks (an `and`, a shift and an `and`
+//! per 64 weights), so its integer sums, and the results, are the same bit for bit.
+//!
 //! Types whose blocks are exactly blocks of a type with a layout are packed in that layout:
 //! IQ4_NL is 32 signed levels (at most 8 bits) and one f16 scale, a Q8_0 block. The integer dot
 //! products of the re-encoded blocks are the same sums that ggml's `ggml_vec_dot_iq4_nl_q8_0`
@@ -66,6 +72,9 @@ pub const COLS: usize = 8;
 pub const Q4_K_GROUP_BLOCK: usize = 32 + 32 + 64 + 64 + 1024;
 
 pub const Q5_K_GROUP_BLOCK: usize = Q4_K_GROUP_BLOCK + 256;
+
+/// Wide Q4_K: Q4_K's 192 bytes of scales, then a byte per weight.
+pub const Q4_K_WIDE_GROUP_BLOCK: usize = q4k_layout::QS + 2048;
 
 pub const Q6_K_GROUP_BLOCK: usize = 32 + 128 + 128 + 1024 + 512;
 
@@ -137,6 +146,8 @@ pub mod q4k_layout {
 pub struct Packed {
     /// The layout (`layout_of` the matrix's type).
     pub ty: GgmlType,
+    /// Q4_K only: a byte per weight (`widen`).
+    pub wide: bool,
     pub n_groups: usize,
     group_bytes: usize,
     data: PackedBytes,
@@ -182,7 +193,35 @@ impl Packed {
     pub fn new(ty: GgmlType, n_in: usize, n_out: usize, data: PackedBytes) -> Packed {
         let (n_groups, group_bytes) = shape(ty, n_in, n_out);
         assert_eq!(data.bytes().len(), n_groups * group_bytes, "{ty}: packed bytes of the wrong size");
-        Packed { ty: layout_of(ty).expect("shape checked it"), n_groups, group_bytes, data }
+        Packed { ty: layout_of(ty).expect("shape checked it"), wide: false, n_groups, group_bytes, data }
+    }
+
+    /// This Q4_K matrix with each weight in a byte (the wide layout of the module comment), in
+    /// anonymous memory; None for the other layouts.
+    pub fn widen(&self) -> Option<Packed> {
+        if self.ty != GgmlType::Q4_K || self.wide {
+            return None;
+        }
+        let blocks = self.group_bytes / Q4_K_GROUP_BLOCK;
+        let group_bytes = blocks * Q4_K_WIDE_GROUP_BLOCK;
+        let mut data = PackedBytes::zeroed(self.n_groups * group_bytes);
+        let dst = match &mut data {
+            PackedBytes::Anonymous(m) => &mut m[..],
+            PackedBytes::Heap(v) => &mut v[..],
+            PackedBytes::Shared(..) => unreachable!("zeroed memory is not shared"),
+        };
+        let src = self.bytes();
+        dst.par_chunks_mut(Q4_K_WIDE_GROUP_BLOCK).zip(src.par_chunks(Q4_K_GROUP_BLOCK)).for_each(|(wide, packed)| {
+            let qs = q4k_layout::QS;
+            wide[..qs].copy_from_slice(&packed[..qs]);
+            for (out, chunk) in wide[qs..].chunks_exact_mut(64).zip(packed[qs..].chunks_exact(32)) {
+                for (i, &b) in chunk.iter().enumerate() {
+                    out[i] = b & 0x0F;
+                    out[32 + i] = b >> 4;
+                }
+            }
+        });
+        Some(Packed { ty: self.ty, wide: true, n_groups: self.n_groups, group_bytes, data })
     }
 
     /// All the packed bytes, group after group.

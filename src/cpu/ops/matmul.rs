@@ -16,7 +16,7 @@ use super::column_blocks::{ColumnBlock, par_column_blocks};
 use crate::cpu::kernels::repack::{COLS, Packed};
 use crate::cpu::kernels::{
     CALL_COLS, Isa, PACKED_ROW_GROUP, ROW_GROUP, active_isa, ahead_share, dot_f32, dot_rows_q8_0, dot_rows_q8_1,
-    dot_rows_q8k, gemm_packed, gemm_packed_q8_0, packed_call_groups,
+    dot_rows_q8k, gemm_packed, gemm_packed_q8_0, gemm_packed_wide, packed_call_groups,
 };
 use crate::cpu::kernels::{quantize_q8_0, quantize_q8_k};
 use crate::quant::q8::{BlockQ8_0, BlockQ8_1, BlockQ8K, quantize_q8_1};
@@ -182,7 +182,10 @@ fn experts_packed<'w, A: Activations>(
             parts.push((e, g.start, part));
         }
     }
-    let call_groups = |e: usize| packed_call_groups(isa, w(e).packed.expect("checked packed").ty);
+    let call_groups = |e: usize| {
+        let packed = w(e).packed.expect("checked packed");
+        packed_call_groups(isa, packed.ty, packed.wide)
+    };
     parts
         .into_par_iter()
         .flat_map(|(e, start, part)| {
@@ -191,9 +194,8 @@ fn experts_packed<'w, A: Activations>(
         })
         .for_each_init(CallBuffers::new, |buffers, (e, start, block)| {
             let packed = w(e).packed.expect("checked packed");
-            let kernel = |g: &[u8], a: &[&[A]], o: &mut [[f32; CALL_COLS]], ahead: &[u8]| {
-                A::packed(isa, packed.ty, g, a, o, ahead)
-            };
+            let kernel =
+                |g: &[u8], a: &[&[A]], o: &mut [[f32; CALL_COLS]], ahead: &[u8]| A::packed(isa, packed, g, a, o, ahead);
             packed_block(packed, call_groups(e), &acts[start * nb..], nb, &kernel, block, buffers);
         });
 }
@@ -281,8 +283,9 @@ trait Activations: Default + Clone + Send + Sync + Sized {
     /// Values per block.
     const BLOCK: usize;
     fn quantize(x: &[f32], out: &mut [Self]);
-    /// `cpu::gemm_packed` for this format (only formats of types with a packed layout).
-    fn packed(isa: Isa, ty: GgmlType, groups: &[u8], acts: &[&[Self]], out: &mut [[f32; CALL_COLS]], ahead: &[u8]);
+    /// `cpu::gemm_packed` for this format on `packed`'s layout (only formats of types with a
+    /// packed layout).
+    fn packed(isa: Isa, packed: &Packed, groups: &[u8], acts: &[&[Self]], out: &mut [[f32; CALL_COLS]], ahead: &[u8]);
     /// `cpu::dot_rows_q8k` / `dot_rows_q8_0` / `dot_rows_q8_1`.
     fn rows(isa: Isa, ty: GgmlType, w: &[u8], acts: &[&[Self]], out: &mut [f32]);
 }
@@ -292,8 +295,12 @@ impl Activations for BlockQ8K {
     fn quantize(x: &[f32], out: &mut [Self]) {
         quantize_q8_k(x, out)
     }
-    fn packed(isa: Isa, ty: GgmlType, groups: &[u8], acts: &[&[Self]], out: &mut [[f32; CALL_COLS]], ahead: &[u8]) {
-        gemm_packed(isa, ty, groups, acts, out, ahead)
+    fn packed(isa: Isa, packed: &Packed, groups: &[u8], acts: &[&[Self]], out: &mut [[f32; CALL_COLS]], ahead: &[u8]) {
+        if packed.wide {
+            gemm_packed_wide(isa, groups, acts, out, ahead)
+        } else {
+            gemm_packed(isa, packed.ty, groups, acts, out, ahead)
+        }
     }
     fn rows(isa: Isa, ty: GgmlType, w: &[u8], acts: &[&[Self]], out: &mut [f32]) {
         dot_rows_q8k(isa, ty, w, acts, out)
@@ -305,8 +312,8 @@ impl Activations for BlockQ8_0 {
     fn quantize(x: &[f32], out: &mut [Self]) {
         quantize_q8_0(x, out)
     }
-    fn packed(isa: Isa, ty: GgmlType, groups: &[u8], acts: &[&[Self]], out: &mut [[f32; CALL_COLS]], ahead: &[u8]) {
-        gemm_packed_q8_0(isa, ty, groups, acts, out, ahead)
+    fn packed(isa: Isa, packed: &Packed, groups: &[u8], acts: &[&[Self]], out: &mut [[f32; CALL_COLS]], ahead: &[u8]) {
+        gemm_packed_q8_0(isa, packed.ty, groups, acts, out, ahead)
     }
     fn rows(isa: Isa, ty: GgmlType, w: &[u8], acts: &[&[Self]], out: &mut [f32]) {
         dot_rows_q8_0(isa, ty, w, acts, out)
@@ -318,8 +325,8 @@ impl Activations for BlockQ8_1 {
     fn quantize(x: &[f32], out: &mut [Self]) {
         quantize_q8_1(x, out)
     }
-    fn packed(_: Isa, ty: GgmlType, _: &[u8], _: &[&[Self]], _: &mut [[f32; CALL_COLS]], _: &[u8]) {
-        unreachable!("{ty} has no packed layout")
+    fn packed(_: Isa, packed: &Packed, _: &[u8], _: &[&[Self]], _: &mut [[f32; CALL_COLS]], _: &[u8]) {
+        unreachable!("{} has no packed layout with Q8_1 activations", packed.ty)
     }
     fn rows(isa: Isa, ty: GgmlType, w: &[u8], acts: &[&[Self]], out: &mut [f32]) {
         dot_rows_q8_1(isa, ty, w, acts, out)
@@ -352,8 +359,9 @@ fn integer_matmul<A: Activations>(
     let mut first_col = 0;
     if let Some(packed) = w.packed.filter(|_| isa.is_x86_simd()) {
         let kernel =
-            |g: &[u8], a: &[&[A]], o: &mut [[f32; CALL_COLS]], ahead: &[u8]| A::packed(isa, packed.ty, g, a, o, ahead);
-        packed_products(packed, packed_call_groups(isa, packed.ty), n_rows, acts, nb, kernel, out, n_out);
+            |g: &[u8], a: &[&[A]], o: &mut [[f32; CALL_COLS]], ahead: &[u8]| A::packed(isa, packed, g, a, o, ahead);
+        let call_groups = packed_call_groups(isa, packed.ty, packed.wide);
+        packed_products(packed, call_groups, n_rows, acts, nb, kernel, out, n_out);
         first_col = packed.n_groups * COLS;
     }
     if first_col < n_out {
