@@ -39,7 +39,7 @@ pub fn ui(ui: &mut egui::Ui, settings: &mut Settings, loaded: Option<&LoadOption
         let label = ui.label("pack cache").on_hover_text(tip);
         ui.checkbox(&mut settings.pack_cache, "").labelled_by(label.id).on_hover_text(tip);
         ui.end_row();
-        let tip = "Faster weights (CPU): expand the Q4_K weights to a byte each at load, so that no step unpacks them. A Q4_K_M model then takes about 1.7x its file size in memory; the answers are the same.";
+        let tip = "Faster weights (CPU, AVX2 and AVX-VNNI): expand the Q4_K weights to a byte each at load, so that no step unpacks them. A Q4_K_M model then takes about 1.6x its file size in memory; the answers are the same.";
         let label = ui.label("wide weights").on_hover_text(tip);
         ui.checkbox(&mut settings.wide_weights, "").labelled_by(label.id).on_hover_text(tip);
         ui.end_row();

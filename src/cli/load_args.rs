@@ -14,9 +14,9 @@ pub struct LoadArgs {
     /// (one per model, the size of the model, in the cache directory's `packed` folder)
     #[arg(long)]
     no_pack_cache: bool,
-    /// Faster weights (CPU): expand Q4_K weights to a byte each at load, so that no step unpacks
-    /// them; Q4_K matrices take 1.84x the memory (a Q4_K_M file's weights about 1.7x), the
-    /// results are the same
+    /// Faster weights (CPU, AVX2 and AVX-VNNI): expand Q4_K weights to a byte each at load, so
+    /// that no step unpacks them; Q4_K matrices take 1.84x the memory (a Q4_K_M model about
+    /// 1.6x its file), the results are the same
     #[arg(long)]
     wide_weights: bool,
 }

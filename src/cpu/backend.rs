@@ -6,8 +6,8 @@ use std::ops::Range;
 use std::path::Path;
 use std::sync::Arc;
 
-use super::kernels::active_isa;
 use super::kernels::repack::{COLS, Packed, has_layout, pack};
+use super::kernels::{Isa, active_isa};
 use super::kv_cache::KvCache;
 use super::ops::attention::{AttentionScratch, AttentionShape, attention};
 use super::ops::matmul::{MatmulScratch, Matrix, grow, matmul, matmul_experts, matmul_same_input};
@@ -82,7 +82,7 @@ impl CpuBackend {
         let located = Weights::locate(gguf, &config)?;
         let (weights, prepared) = if active_isa().is_x86_simd() {
             let (weights, prepared) = pack_for_kernels(gguf, located, options.pack_cache, progress);
-            (if options.wide_weights { widen(weights) } else { weights }, prepared)
+            (if options.wide_weights && widens_weights(active_isa()) { widen(weights) } else { weights }, prepared)
         } else {
             let weights = located.try_map(unpacked, |v| Ok::<_, ModelError>(v.clone()), &|_| {})?;
             (weights, Prepared { how: Preparation::Mapped, cache_write: None })
@@ -116,12 +116,25 @@ impl CpuBackend {
     }
 }
 
+/// Whether the faster-weights mode widens the weights on `isa`: on the 256-bit paths. On AVX-512
+/// VNNI, Q4_K's 512-bit kernels (32 or 16 columns a call) read the normal layout and the wide
+/// one has only the 256-bit kernel, so the weights are left as they are there.
+pub fn widens_weights(isa: Isa) -> bool {
+    matches!(isa, Isa::Avx2 | Isa::AvxVnni)
+}
+
 /// Every packed Q4_K matrix of `weights` widened (`Packed::widen`); the others as they are.
-/// The packed originals are freed as the new weights take their place (a cache file's pages
-/// stay mapped for the other matrices, but are clean and given back under pressure).
+/// The originals' pages of a cache file are dropped as each is widened, and their anonymous
+/// memory freed when the old weights are, so that memory holds one copy of each matrix.
 fn widen(weights: Weights<CpuMatrix>) -> Weights<CpuMatrix> {
     let matrix = |m: &CpuMatrix| {
-        let packed = m.packed.as_ref().map(|p| p.widen().map(Arc::new).unwrap_or_else(|| p.clone()));
+        let packed = m.packed.as_ref().map(|p| match p.widen() {
+            Some(wide) => {
+                p.release_pages();
+                Arc::new(wide)
+            }
+            None => p.clone(),
+        });
         Ok::<_, std::convert::Infallible>(CpuMatrix { at: m.at.clone(), packed })
     };
     let Ok(wide) = weights.try_map(matrix, |v| Ok(v.clone()), &|_| {});

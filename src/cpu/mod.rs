@@ -7,5 +7,5 @@ mod kv_cache;
 pub mod ops;
 pub mod pack_cache;
 
-pub use backend::{CpuBackend, CpuLoadOptions, CpuMatrix};
+pub use backend::{CpuBackend, CpuLoadOptions, CpuMatrix, widens_weights};
 pub use kernels::{Isa, active_isa, cpu_flags, int8_peak};

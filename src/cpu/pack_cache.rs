@@ -152,7 +152,7 @@ impl PackCache {
             return Err(CacheMiss::Damaged("its table of regions does not match its header".into()));
         }
         check_regions(&map, &entries).map_err(CacheMiss::Damaged)?;
-        let map: Arc<dyn AsRef<[u8]> + Send + Sync> = Arc::new(map);
+        let map = Arc::new(map);
         let packed = specs
             .iter()
             .zip(&self.regions)

@@ -30,8 +30,8 @@ pub struct LoadOptions {
     /// on; off by default, so that library users and tests write nothing unasked.
     pub pack_cache: bool,
     /// The faster-weights mode of the CPU: Q4_K matrices expanded to a byte per weight at load
-    /// (`cpu::CpuLoadOptions::wide_weights`), 1.84x their memory for no unpacking per step;
-    /// the numbers do not change. Off by default.
+    /// (`cpu::CpuLoadOptions::wide_weights`; on the 256-bit paths, `cpu::widens_weights`), 1.84x
+    /// their memory for no unpacking per step; the numbers do not change. Off by default.
     pub wide_weights: bool,
 }
 

@@ -159,7 +159,7 @@ pub struct Packed {
 pub enum PackedBytes {
     Anonymous(memmap2::MmapMut),
     Heap(Vec<u8>),
-    Shared(Arc<dyn AsRef<[u8]> + Send + Sync>, Range<usize>),
+    Shared(Arc<memmap2::Mmap>, Range<usize>),
 }
 
 impl PackedBytes {
@@ -182,7 +182,7 @@ impl PackedBytes {
         match self {
             PackedBytes::Anonymous(m) => m,
             PackedBytes::Heap(v) => v,
-            PackedBytes::Shared(map, range) => &(**map).as_ref()[range.clone()],
+            PackedBytes::Shared(map, range) => &map[range.clone()],
         }
     }
 }
@@ -194,6 +194,22 @@ impl Packed {
         let (n_groups, group_bytes) = shape(ty, n_in, n_out);
         assert_eq!(data.bytes().len(), n_groups * group_bytes, "{ty}: packed bytes of the wrong size");
         Packed { ty: layout_of(ty).expect("shape checked it"), wide: false, n_groups, group_bytes, data }
+    }
+
+    /// Drops this matrix's pages of a cache file from memory (whole pages inside its region),
+    /// once another copy has taken its place; anonymous memory is freed when dropped instead.
+    pub fn release_pages(&self) {
+        #[cfg(unix)]
+        if let PackedBytes::Shared(map, range) = &self.data {
+            let page = 4096;
+            let (start, end) = (range.start.div_ceil(page) * page, range.end / page * page);
+            if end > start {
+                // SAFETY: the map is private and read-only, and dllm replaces a cache file by
+                // renaming a new one over it (this mapping keeps the old file), so dropped pages
+                // read back with the same contents if they are ever touched again.
+                let _ = unsafe { map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, start, end - start) };
+            }
+        }
     }
 
     /// This Q4_K matrix with each weight in a byte (the wide layout of the module comment), in
