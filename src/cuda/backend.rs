@@ -25,6 +25,29 @@ struct Quantized {
     holds: Option<(Act, Activations)>,
 }
 
+impl Quantized {
+    /// Readies the activations `x` (of role `input`, `rows` rows) for `w`'s kernel: quantized,
+    /// unless the buffers hold them already in its format (`same_input`: the previous product
+    /// read the same, unchanged input).
+    fn prepare(
+        &mut self,
+        (stream, kernels): (&Arc<CudaStream>, &Kernels),
+        (input, x): (Act, &CudaSlice<f32>),
+        rows: usize,
+        w: &GpuMatrix,
+        same_input: bool,
+    ) -> Result<(), CudaError> {
+        if !same_input {
+            self.holds = None;
+        }
+        if w.activations != Activations::Float && self.holds != Some((input, w.activations)) {
+            self.buffers.quantize(stream, kernels, x, rows, w)?;
+            self.holds = Some((input, w.activations));
+        }
+        Ok(())
+    }
+}
+
 pub struct CudaBackend {
     gpu: GpuInfo,
     stream: Arc<CudaStream>,
@@ -295,14 +318,8 @@ impl Backend for CudaBackend {
         same_input: bool,
     ) -> Result<(), ModelError> {
         let q = &mut self.quantized;
-        if !same_input {
-            q.holds = None;
-        }
         let [x, out] = self.acts.get_disjoint_mut([input as usize, output as usize]).expect("two different roles");
-        if w.activations != Activations::Float && q.holds != Some((input, w.activations)) {
-            q.buffers.quantize(&self.stream, &self.kernels, x, rows, w)?;
-            q.holds = Some((input, w.activations));
-        }
+        q.prepare((&self.stream, &self.kernels), (input, x), rows, w, same_input)?;
         w.product(&self.stream, &self.kernels, x, &q.buffers, rows, out)?;
         Ok(())
     }
@@ -449,14 +466,8 @@ impl Backend for CudaBackend {
         let w = part.of(&experts[0]);
         let slots = self.routes.rows * self.routes.k;
         let q = &mut self.quantized;
-        if !same_input {
-            q.holds = None;
-        }
         let [x, out] = self.acts.get_disjoint_mut([input as usize, output as usize]).expect("two different roles");
-        if w.activations != Activations::Float && q.holds != Some((input, w.activations)) {
-            q.buffers.quantize(&self.stream, &self.kernels, x, slots, w)?;
-            q.holds = Some((input, w.activations));
-        }
+        q.prepare((&self.stream, &self.kernels), (input, x), slots, w, same_input)?;
         let table = self
             .expert_tables
             .get(layer)

@@ -164,14 +164,7 @@ fn experts_packed<'w, A: Activations>(
     let n_rows = groups.last().map_or(0, |g| g.end);
     let (n_in, n_out) = (w(0).n_in, w(0).n_out);
     let nb = n_in / A::BLOCK;
-    if acts.len() < n_rows * nb {
-        acts.resize(n_rows * nb, A::default());
-    }
-    let acts = &mut acts[..n_rows * nb];
-    if quantize {
-        acts.par_chunks_mut(nb).zip(x.par_chunks(n_in)).for_each(|(a, xr)| A::quantize(xr, a));
-    }
-    let acts = &*acts;
+    let acts = quantized_rows(x, n_rows, n_in, acts, quantize);
     // Each expert's rows of `out`, split off in order (the groups are contiguous).
     let mut rest = &mut out[..n_rows * n_out];
     let mut parts = Vec::with_capacity(groups.len());
@@ -333,6 +326,26 @@ impl Activations for BlockQ8_1 {
     }
 }
 
+/// The `n_rows` rows of `x` (`n_in` values each) in `A`'s format: quantized into `acts` (grown
+/// as needed) when `quantize`, else as a previous product left them there.
+fn quantized_rows<'a, A: Activations>(
+    x: &[f32],
+    n_rows: usize,
+    n_in: usize,
+    acts: &'a mut Vec<A>,
+    quantize: bool,
+) -> &'a [A] {
+    let nb = n_in / A::BLOCK;
+    if acts.len() < n_rows * nb {
+        acts.resize(n_rows * nb, A::default());
+    }
+    let acts = &mut acts[..n_rows * nb];
+    if quantize {
+        acts.par_chunks_mut(nb).zip(x.par_chunks(n_in)).for_each(|(a, xr)| A::quantize(xr, a));
+    }
+    acts
+}
+
 /// The integer products of a quantized matrix: the activations quantized once into `acts`
 /// (unless `quantize` is false: `acts` holds them already),
 /// then the packed kernels over the interleaved groups (writing `out`) and the row kernels over
@@ -348,14 +361,7 @@ fn integer_matmul<A: Activations>(
 ) -> usize {
     let (n_in, n_out, ty) = (w.n_in, w.n_out, w.ty);
     let nb = n_in / A::BLOCK;
-    if acts.len() < n_rows * nb {
-        acts.resize(n_rows * nb, A::default());
-    }
-    let acts = &mut acts[..n_rows * nb];
-    if quantize {
-        acts.par_chunks_mut(nb).zip(x.par_chunks(n_in)).for_each(|(a, xr)| A::quantize(xr, a));
-    }
-    let acts = &*acts;
+    let acts = quantized_rows(x, n_rows, n_in, acts, quantize);
     let mut first_col = 0;
     if let Some(packed) = w.packed.filter(|_| isa.is_x86_simd()) {
         let kernel =
