@@ -33,7 +33,7 @@ fn main() {
         (0..ROWS * m.n_expert).map(|i| ((i.wrapping_mul(2654435761) >> 7) % 1000) as f32 / 250.0).collect();
     let mut routes = Routes::default();
     routes.plan(&logits, ROWS, &m);
-    let groups: Vec<_> = routes.groups().collect();
+    let groups = routes.groups();
     let sizes: Vec<usize> = groups.iter().map(|g| g.len()).collect();
     let (fewest, most) = (sizes.iter().min().unwrap_or(&0), sizes.iter().max().unwrap_or(&0));
     println!("{ROWS} rows, {} gathered; {fewest} to {most} rows per expert", routes.len());
@@ -60,7 +60,7 @@ fn main() {
             }
             times[0].push(start.elapsed().as_secs_f64());
             let start = Instant::now();
-            matmul_experts_on(isa, &x, &groups, w, &mut out, &mut scratch, false);
+            matmul_experts_on(isa, &x, groups, w, &mut out, &mut scratch, false);
             times[1].push(start.elapsed().as_secs_f64());
         }
         let macs = (routes.len() * n_in * n_out) as f64;

@@ -20,8 +20,8 @@ const MIN_WEIGHT_SUM: f32 = 1.0 / 16384.0;
 #[derive(Default)]
 pub struct Routes {
     k: usize,
-    /// Expert e's rows are gathered positions `starts[e]..starts[e + 1]`.
-    starts: Vec<usize>,
+    /// Expert e's rows are gathered positions `groups[e]`.
+    groups: Vec<Range<usize>>,
     /// The canvas row at each gathered position.
     gathered: Vec<usize>,
     /// Row r's `s`-th choice (most probable first) at `r * k + s`: its gathered position and
@@ -62,22 +62,25 @@ impl Routes {
                 self.slot_weight.push(w);
             }
         }
-        // A counting sort by expert, stable in row order.
-        self.starts.clear();
-        self.starts.resize(m.n_expert + 1, 0);
+        // A counting sort by expert, stable in row order: each expert's count, then its range
+        // from where the previous one ends, grown as its slots are placed.
+        self.groups.clear();
+        self.groups.resize(m.n_expert, 0..0);
         for &e in &self.slot_expert {
-            self.starts[e + 1] += 1;
+            self.groups[e].end += 1;
         }
-        for e in 0..m.n_expert {
-            self.starts[e + 1] += self.starts[e];
+        let mut start = 0;
+        for g in &mut self.groups {
+            let count = g.end;
+            *g = start..start;
+            start += count;
         }
-        let mut next = self.starts[..m.n_expert].to_vec();
         self.gathered.clear();
         self.gathered.resize(self.slot_expert.len(), 0);
         self.slot_position.clear();
         for (slot, &e) in self.slot_expert.iter().enumerate() {
-            let p = next[e];
-            next[e] += 1;
+            let p = self.groups[e].end;
+            self.groups[e].end += 1;
             self.gathered[p] = slot / k;
             self.slot_position.push(p);
         }
@@ -98,8 +101,8 @@ impl Routes {
     }
 
     /// Each expert's gathered positions, in expert order (empty when no row chose it).
-    pub fn groups(&self) -> impl ExactSizeIterator<Item = Range<usize>> + '_ {
-        self.starts.windows(2).map(|w| w[0]..w[1])
+    pub fn groups(&self) -> &[Range<usize>] {
+        &self.groups
     }
 
     /// The canvas row at each gathered position.
@@ -168,7 +171,7 @@ mod tests {
         let mut routes = Routes::default();
         routes.plan(&logits, 2, &config(false));
         // Row 0 -> experts 1, 3; row 1 -> experts 0, 3. Gathered: e0 [1], e1 [0], e3 [0, 1].
-        assert_eq!(routes.groups().collect::<Vec<_>>(), [0..1, 1..2, 2..2, 2..4]);
+        assert_eq!(routes.groups(), [0..1, 1..2, 2..2, 2..4]);
         assert_eq!(routes.gathered, [1, 0, 0, 1]);
         let e = |x: f32| x.exp();
         let z0 = e(0.0) + e(3.0) + e(1.0) + e(2.0);
@@ -182,7 +185,7 @@ mod tests {
     fn ties_go_to_the_lower_expert_and_normalized_weights_sum_to_one() {
         let mut routes = Routes::default();
         routes.plan(&[1.0, 2.0, 2.0, 2.0], 1, &config(true));
-        assert_eq!(routes.groups().collect::<Vec<_>>(), [0..0, 0..1, 1..2, 2..2]);
+        assert_eq!(routes.groups(), [0..0, 0..1, 1..2, 2..2]);
         let total = routes.slot_weight[0] + routes.slot_weight[1];
         assert!((total - 1.0).abs() < 1e-6);
     }
@@ -199,8 +202,9 @@ mod tests {
         // Each expert e adds e + 1 to its input.
         let outputs: Vec<f32> = routes
             .groups()
+            .iter()
             .enumerate()
-            .flat_map(|(e, g)| g.map(move |p| (e, p)))
+            .flat_map(|(e, g)| g.clone().map(move |p| (e, p)))
             .map(|(e, p)| picked[p] + (e + 1) as f32)
             .collect();
         let mut combined = [0.0; 2];

@@ -122,8 +122,6 @@ pub fn run(args: Args, process_start: Instant) -> anyhow::Result<()> {
     let forward = Stats::of(&forward_ms);
     let macs_per_step = macs / steps_run[0].max(1.0);
     let forward_rate = macs_per_step / (forward.median / 1e3);
-    // The faster-weights mode on the CPU paths that widen (`cpu::widens_weights`).
-    let widened = info.options.wide_weights && info.gpu.is_none() && dllm::cpu::widens_weights(dllm::cpu::active_isa());
     let result = BenchResult {
         machine: Machine {
             cpu: cpu_name(),
@@ -149,7 +147,7 @@ pub fn run(args: Args, process_start: Instant) -> anyhow::Result<()> {
         sample_ms: Stats::of(&sample_ms),
         tokens_per_s: params.gen_length as f64 / Stats::of(&run_s).median,
         startup_ms,
-        weights: Some(match widened {
+        weights: Some(match info.widened {
             true => format!("{}, wide Q4_K", info.prepared.short()),
             false => info.prepared.short().to_owned(),
         }),
@@ -170,7 +168,7 @@ pub fn run(args: Args, process_start: Instant) -> anyhow::Result<()> {
     outln!("ms/step      median {:.1}, min {:.1}, max {:.1}", s.median, s.min, s.max);
     outln!("split        forward {:.1} ms, sampling {:.2} ms (median)", forward.median, result.sample_ms.median);
     outln!("tokens/s     {:.2}", result.tokens_per_s);
-    let wide = if widened { ", Q4_K weights widened to a byte each" } else { "" };
+    let wide = if info.widened { ", Q4_K weights widened to a byte each" } else { "" };
     outln!("startup      {:.0} ms (process start to loaded model; {}{wide})", startup_ms, info.prepared);
     outln!(
         "peak RSS     {:.2} GB ({:.2}x the file)",

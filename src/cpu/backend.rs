@@ -56,9 +56,8 @@ pub struct CpuBackend {
     prepared: Prepared,
     /// The output of a norm in place (q/k per head), swapped with the input's buffer after.
     norm_out: Vec<f32>,
-    /// A MoE layer's routing, and each expert's gathered rows.
+    /// A MoE layer's routing.
     routes: Routes,
-    expert_groups: Vec<Range<usize>>,
 }
 
 /// How the weights were made ready for the kernels at load.
@@ -99,7 +98,6 @@ impl CpuBackend {
             prepared,
             norm_out: Vec::new(),
             routes: Routes::default(),
-            expert_groups: Vec::new(),
         };
         Ok(Loaded { backend, config, weights })
     }
@@ -366,8 +364,6 @@ impl Backend for CpuBackend {
 
     fn route(&mut self, m: &MoeConfig, rows: usize) -> Result<(), ModelError> {
         self.routes.plan(&self.acts[Act::Router as usize][..rows * m.n_expert], rows, m);
-        self.expert_groups.clear();
-        self.expert_groups.extend(self.routes.groups());
         Ok(())
     }
 
@@ -394,7 +390,7 @@ impl Backend for CpuBackend {
         let (x, out) = pair(&mut self.acts, input, output);
         grow(out, rows * n_out);
         let (x, out) = (&x[..rows * n_in], &mut out[..rows * n_out]);
-        matmul_experts(x, &self.expert_groups, w, out, &mut self.matmul, same_input);
+        matmul_experts(x, self.routes.groups(), w, out, &mut self.matmul, same_input);
         Ok(())
     }
 

@@ -143,6 +143,13 @@ impl CudaBackend {
             ))
             .into());
         }
+        if let Some(m) = config.moe.as_ref().filter(|m| m.n_expert > MAX_EXPERTS) {
+            return Err(CudaError::Unsupported(format!(
+                "the CUDA routing kernel handles up to {MAX_EXPERTS} experts, not {}; run with --device cpu",
+                m.n_expert
+            ))
+            .into());
+        }
         let located = Weights::locate(gguf, &config)?;
         let ctx = CudaContext::new(gpu.ordinal).map_err(CudaError::driver("opening the GPU"))?;
         let stream = ctx.default_stream();
@@ -158,13 +165,6 @@ impl CudaBackend {
         let vector = |v: &Vec<f32>| -> Result<CudaSlice<f32>, ModelError> {
             Ok(stream.clone_htod(v).map_err(CudaError::driver("uploading weights"))?)
         };
-        if let Some(m) = config.moe.as_ref().filter(|m| m.n_expert > MAX_EXPERTS) {
-            return Err(CudaError::Unsupported(format!(
-                "the CUDA routing kernel handles up to {MAX_EXPERTS} experts, not {}; run with --device cpu",
-                m.n_expert
-            ))
-            .into());
-        }
         let weights = located.try_map(matrix, vector, progress)?;
         let expert_tables = expert_tables(&stream, &weights)?;
         let empty = || stream.alloc_zeros::<f32>(1).map_err(CudaError::driver("allocating activations"));

@@ -58,6 +58,9 @@ pub struct ModelInfo {
     pub gpu: Option<GpuInfo>,
     /// How the weights were made ready for the kernels.
     pub prepared: Preparation,
+    /// Whether Q4_K weights were widened (`LoadOptions::wide_weights` on a CPU path that uses
+    /// it).
+    pub widened: bool,
     pub load_ms: f64,
     /// Whether this is the bundled demo model (`demo`).
     pub is_demo: bool,
@@ -344,7 +347,7 @@ impl Session {
             (tokenizer.join(), model)
         });
         let tokenizer = Arc::new(tokenizer.map_err(|_| EngineError::Internal("tokenizer thread panicked".into()))??);
-        let Loaded { model, device, gpu, prepared, pack_cache_write } = model?;
+        let Loaded { model, device, gpu, prepared, widened, pack_cache_write } = model?;
         let mask = tokenizer.special.mask.ok_or_else(|| EngineError::NoMaskToken(path.clone()))?;
         let special = SpecialTokens {
             mask,
@@ -380,6 +383,7 @@ impl Session {
             device,
             gpu,
             prepared,
+            widened,
             load_ms: start.elapsed().as_secs_f64() * 1e3,
         };
         let (tx, rx) = channel();
@@ -493,6 +497,7 @@ struct Loaded {
     device: String,
     gpu: Option<GpuInfo>,
     prepared: Preparation,
+    widened: bool,
     pack_cache_write: Option<CacheWrite>,
 }
 
@@ -505,14 +510,15 @@ fn load_model(gguf: &Arc<GgufFile>, options: LoadOptions, progress: &dyn Fn(f32)
             let dir = options.pack_cache.then(crate::paths::pack_cache_dir);
             let cpu = CpuLoadOptions { pack_cache: dir.as_deref(), wide_weights: options.wide_weights };
             let mut model = CpuModel::load_with(gguf.clone(), cpu, progress)?;
-            let (prepared, pack_cache_write) = (model.prepared().clone(), model.take_pack_cache_write());
-            Loaded { model: Box::new(model), device: choice.reason, gpu: None, prepared, pack_cache_write }
+            let (prepared, widened) = (model.prepared().clone(), model.widened());
+            let pack_cache_write = model.take_pack_cache_write();
+            Loaded { model: Box::new(model), device: choice.reason, gpu: None, prepared, widened, pack_cache_write }
         }
         Device::Cuda(gpu) => {
             let model = CudaModel::load_with_progress(gguf.clone(), &gpu, progress)?;
             let device = format!("CUDA: {}", choice.reason);
             let prepared = Preparation::Uploaded;
-            Loaded { model: Box::new(model), device, gpu: Some(gpu), prepared, pack_cache_write: None }
+            Loaded { model: Box::new(model), device, gpu: Some(gpu), prepared, widened: false, pack_cache_write: None }
         }
     })
 }

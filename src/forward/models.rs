@@ -38,6 +38,11 @@ impl CpuModel {
         self.backend().prepared()
     }
 
+    /// Whether the load widened Q4_K weights (the faster-weights mode on a path that uses it).
+    pub fn widened(&self) -> bool {
+        self.weights().products().any(|m| m.packed.as_ref().is_some_and(|p| p.wide))
+    }
+
     /// The background write of the pack cache file this load started, if any.
     pub fn take_pack_cache_write(&mut self) -> Option<CacheWrite> {
         self.backend_mut().take_pack_cache_write()

@@ -299,7 +299,7 @@ fn moe_routing_on_the_gpu_matches_the_host() {
             .arg(&mut slot_position);
         unsafe { b.launch(cfg((1, 1), 1)) }.unwrap();
         let starts = s.clone_dtoh(&starts).unwrap();
-        let want_starts: Vec<i32> = host.groups().map(|g| g.start as i32).chain([slots as i32]).collect();
+        let want_starts: Vec<i32> = host.groups().iter().map(|g| g.start as i32).chain([slots as i32]).collect();
         assert_eq!(starts, want_starts, "{n_expert} experts: each expert's rows");
         let want_gathered: Vec<i32> = host.gathered().iter().map(|&r| r as i32).collect();
         assert_eq!(s.clone_dtoh(&gathered).unwrap(), want_gathered);

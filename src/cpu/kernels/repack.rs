@@ -178,6 +178,15 @@ impl PackedBytes {
         }
     }
 
+    /// The bytes of memory `zeroed` made, to fill.
+    fn fresh_mut(&mut self) -> &mut [u8] {
+        match self {
+            PackedBytes::Anonymous(m) => &mut m[..],
+            PackedBytes::Heap(v) => &mut v[..],
+            PackedBytes::Shared(..) => unreachable!("zeroed memory is not shared"),
+        }
+    }
+
     fn bytes(&self) -> &[u8] {
         match self {
             PackedBytes::Anonymous(m) => m,
@@ -221,11 +230,7 @@ impl Packed {
         let blocks = self.group_bytes / Q4_K_GROUP_BLOCK;
         let group_bytes = blocks * Q4_K_WIDE_GROUP_BLOCK;
         let mut data = PackedBytes::zeroed(self.n_groups * group_bytes);
-        let dst = match &mut data {
-            PackedBytes::Anonymous(m) => &mut m[..],
-            PackedBytes::Heap(v) => &mut v[..],
-            PackedBytes::Shared(..) => unreachable!("zeroed memory is not shared"),
-        };
+        let dst = data.fresh_mut();
         let src = self.bytes();
         dst.par_chunks_mut(Q4_K_WIDE_GROUP_BLOCK).zip(src.par_chunks(Q4_K_GROUP_BLOCK)).for_each(|(wide, packed)| {
             let qs = q4k_layout::QS;
@@ -303,12 +308,7 @@ type PackGroup = fn(&[u8], usize, usize, &mut [u8]);
 /// in the file) into anonymous memory, reporting progress to `done` after each slice of rows.
 pub fn pack(ty: GgmlType, data: &[u8], n_in: usize, n_out: usize, done: impl FnMut(Range<usize>)) -> Packed {
     let mut bytes = PackedBytes::zeroed(packed_len(ty, n_in, n_out));
-    let dst = match &mut bytes {
-        PackedBytes::Anonymous(m) => &mut m[..],
-        PackedBytes::Heap(v) => &mut v[..],
-        PackedBytes::Shared(..) => unreachable!("zeroed memory is not shared"),
-    };
-    pack_into(ty, data, n_in, n_out, dst, done);
+    pack_into(ty, data, n_in, n_out, bytes.fresh_mut(), done);
     Packed::new(ty, n_in, n_out, bytes)
 }
 

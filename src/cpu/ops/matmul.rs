@@ -136,7 +136,6 @@ pub fn matmul_experts_on<'w>(
     if !parallel {
         // No packed kernel for these experts: one product after another, each quantizing its
         // own rows, and no quantized rows left for a following product to reuse.
-        scratch.quantized = None;
         for (e, g) in groups.iter().enumerate().filter(|(_, g)| !g.is_empty()) {
             let (x, out) = (&x[g.start * n_in..g.end * n_in], &mut out[g.start * n_out..g.end * n_out]);
             product(isa, x, g.len(), &w(e), out, scratch, false);
