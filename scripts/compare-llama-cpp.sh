@@ -27,8 +27,10 @@ src="$work/llama_cpp_python-$version/vendor/llama.cpp"
 cli="$src/build/bin/llama-diffusion-cli"
 if [ ! -x "$cli" ]; then
     if [ ! -d "$src" ]; then
-        url="$(curl -fsSL "https://pypi.org/pypi/llama-cpp-python/$version/json" | python3 -c \
-            'import json, sys; print(next(u["url"] for u in json.load(sys.stdin)["urls"] if u["packagetype"] == "sdist"))')"
+        # The simple index (PEP 503): some registry mirrors answer it but not the JSON API.
+        url="$(curl -fsSL "https://pypi.org/simple/llama-cpp-python/" \
+            | grep -o "https://[^\"#]*llama_cpp_python-$version.tar.gz" | head -n 1)"
+        [ -n "$url" ] || { echo "no sdist of llama-cpp-python $version on PyPI's simple index" >&2; exit 1; }
         curl -fsSL "$url" | tar xz -C "$work"
     fi
     command -v cmake > /dev/null || pip install --quiet cmake
