@@ -1,11 +1,13 @@
 //! The quantized GEMM on every LLaDA-8B and Dream-7B projection shape, at canvases of 148 and
 //! 512 rows, on each instruction set this machine runs; and the int8 peak of each, so that
-//! throughput reads as a fraction of it. `cargo bench --bench gemm`.
+//! throughput reads as a fraction of it; and, with AVX-512 VNNI, what the kernels' other
+//! instructions cost their `vpdpbusd` (`cpu::kernels::slots_beside_dot`). `cargo bench --bench gemm`.
 //!
 //! Throughput is reported as items/s where one item is one multiply-add.
 
 use divan::counter::ItemsCount;
 use dllm::cpu::kernels::repack::{has_layout, pack};
+use dllm::cpu::kernels::{BesideDot, slots_beside_dot};
 use dllm::cpu::ops::matmul::{MatmulScratch, Matrix, matmul_on};
 use dllm::cpu::{Isa, int8_peak};
 use dllm::quant::GgmlType;
@@ -14,6 +16,14 @@ fn main() {
     let threads = rayon::current_num_threads();
     for isa in Isa::available() {
         eprintln!("int8 peak, {} x{threads}: {:.1} G multiply-adds/s", isa.name(), int8_peak(isa, threads, 1.0) / 1e9);
+    }
+    // What bounds the 512-bit kernels on this CPU: the instructions that take vpdpbusd's units.
+    let beside: Vec<String> = BesideDot::ALL
+        .iter()
+        .filter_map(|&op| slots_beside_dot(op, 1.0).map(|slots| format!("{} {slots:.2}", op.name())))
+        .collect();
+    if !beside.is_empty() {
+        eprintln!("beside zmm vpdpbusd, the vpdpbusd slots each takes: {}", beside.join(", "));
     }
     divan::main();
 }

@@ -24,7 +24,7 @@ mod scalar_f32;
 mod vec_f32;
 
 pub use features::{Isa, active_isa, cpu_flags};
-pub use peak::int8_peak;
+pub use peak::{BesideDot, int8_peak, slots_beside_dot};
 pub use qgemm::{
     CALL_COLS, MAX_CALL_GROUPS, PACKED_ROW_GROUP, ROW_GROUP, ahead_share, dot_rows_q8_0, dot_rows_q8_1, dot_rows_q8k,
     gemm_packed, gemm_packed_q8_0, gemm_packed_wide, packed_call_groups,

@@ -47,6 +47,80 @@ fn int8_rate(isa: Isa, threads: usize, seconds: f64) -> f64 {
     macs as f64 / start.elapsed().as_secs_f64()
 }
 
+/// An instruction that the 512-bit kernels (`cpu::kernels::avx512`) issue beside their zmm
+/// `vpdpbusd`: their scale, minimum and float steps, and the weights' unpacking.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BesideDot {
+    /// `vpmulld`: the scaling of a sub-block's integer sums.
+    MulLo,
+    /// `vpmaddwd`: the Q4_K minimums (what `vpdpwssd` compiles to).
+    MulAddI16,
+    /// `vcvtdq2ps`: a super-block's integer sums to floats.
+    ConvertF32,
+    /// `vfmadd231ps`: a super-block's float end.
+    FmaF32,
+    /// `vpaddd`: adding the scaled sums.
+    Add,
+    /// `vpsrlw` and `vpandq`: unpacking the high nibbles (the pair counts as one).
+    ShiftAnd,
+}
+
+impl BesideDot {
+    pub const ALL: [BesideDot; 6] =
+        [Self::MulLo, Self::MulAddI16, Self::ConvertF32, Self::FmaF32, Self::Add, Self::ShiftAnd];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::MulLo => "vpmulld",
+            Self::MulAddI16 => "vpmaddwd",
+            Self::ConvertF32 => "vcvtdq2ps",
+            Self::FmaF32 => "vfmadd231ps",
+            Self::Add => "vpaddd",
+            Self::ShiftAnd => "vpsrlw+vpandq",
+        }
+    }
+}
+
+/// What one `op` costs a stream of independent zmm `vpdpbusd`, in `vpdpbusd` issue slots: about
+/// 1 when the two share the execution units that bound the kernels (each such instruction
+/// delays the dot products by one), about 0 when it runs beside them for free. Measured on
+/// one thread for about `seconds`, one `op` per four `vpdpbusd`; `None` without AVX-512 VNNI.
+///
+/// Why: the 512-bit kernels' fraction of the int8 peak is bounded by the instructions that
+/// take `vpdpbusd`'s units, and which those are differs between CPUs (Zen 4 splits a zmm
+/// instruction into two halves on its 256-bit units).
+pub fn slots_beside_dot(op: BesideDot, seconds: f64) -> Option<f64> {
+    if !Isa::Avx512Vnni.is_available() {
+        return None;
+    }
+    #[cfg(target_arch = "x86_64")]
+    {
+        const ROUNDS: usize = 8;
+        let time = |iters: u64, beside: Option<BesideDot>| {
+            let start = Instant::now();
+            // SAFETY: AVX-512 VNNI is available (checked above).
+            unsafe { x86::avx512_vnni_beside(iters, beside) };
+            start.elapsed().as_secs_f64()
+        };
+        let mut iters = 1u64 << 14;
+        while time(iters, None) < 0.02 {
+            iters *= 4;
+        }
+        let iters = ((iters as f64) * seconds / (2 * ROUNDS) as f64 / time(iters, None)).max(1.0) as u64;
+        // Alternating rounds, the fastest of each: a shared machine can lose the core, or
+        // change its clock, for a moment.
+        let (mut alone, mut mixed) = (f64::INFINITY, f64::INFINITY);
+        for _ in 0..ROUNDS {
+            alone = alone.min(time(iters, None));
+            mixed = mixed.min(time(iters, Some(op)));
+        }
+        // Twelve `vpdpbusd` and three `op` an iteration.
+        Some(((mixed / alone - 1.0) * 12.0 / 3.0).max(0.0))
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    unreachable!("AVX-512 VNNI is x86 only")
+}
+
 fn scalar_chains(iters: u64) -> u64 {
     let mut acc = [0i32; 8];
     let mut a = [3i8; 8];
@@ -121,5 +195,85 @@ mod x86 {
         }
         std::hint::black_box(acc);
         iters * (CHAINS as u64) * 64
+    }
+
+    /// A loop of `$iters` iterations of twelve independent zmm `vpdpbusd` (zmm0..zmm11) with
+    /// `$op` (three instances, on chains zmm14..zmm16 of their own) after every fourth. Written
+    /// in assembly so that the compiler can neither fold the extra instructions nor move them.
+    macro_rules! beside_loop {
+        ($iters:expr, $a:literal, $b:literal, $c:literal) => {
+            // SAFETY: AVX-512 VNNI is available (the caller's contract); only the named
+            // registers are written.
+            unsafe {
+                std::arch::asm!(
+                    "vpxord zmm14, zmm14, zmm14",
+                    "vpxord zmm15, zmm15, zmm15",
+                    "vpxord zmm16, zmm16, zmm16",
+                    "2:",
+                    "vpdpbusd zmm0, zmm12, zmm13", "vpdpbusd zmm1, zmm12, zmm13",
+                    "vpdpbusd zmm2, zmm12, zmm13", "vpdpbusd zmm3, zmm12, zmm13",
+                    $a,
+                    "vpdpbusd zmm4, zmm12, zmm13", "vpdpbusd zmm5, zmm12, zmm13",
+                    "vpdpbusd zmm6, zmm12, zmm13", "vpdpbusd zmm7, zmm12, zmm13",
+                    $b,
+                    "vpdpbusd zmm8, zmm12, zmm13", "vpdpbusd zmm9, zmm12, zmm13",
+                    "vpdpbusd zmm10, zmm12, zmm13", "vpdpbusd zmm11, zmm12, zmm13",
+                    $c,
+                    "dec {n}",
+                    "jnz 2b",
+                    n = inout(reg) $iters => _,
+                    in("zmm12") _mm512_set1_epi8(3),
+                    in("zmm13") _mm512_set1_epi8(5),
+                    in("zmm17") _mm512_set1_ps(1.0),
+                    out("zmm0") _, out("zmm1") _, out("zmm2") _, out("zmm3") _, out("zmm4") _,
+                    out("zmm5") _, out("zmm6") _, out("zmm7") _, out("zmm8") _, out("zmm9") _,
+                    out("zmm10") _, out("zmm11") _, out("zmm14") _, out("zmm15") _, out("zmm16") _,
+                    options(nomem, nostack),
+                )
+            }
+        };
+    }
+
+    /// Runs `beside_loop` with `beside`'s instruction (`None`: none) for `iters` iterations.
+    #[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl,avx512vnni")]
+    pub unsafe fn avx512_vnni_beside(iters: u64, beside: Option<super::BesideDot>) {
+        use super::BesideDot as B;
+        let iters = iters.max(1);
+        match beside {
+            None => beside_loop!(iters, "", "", ""),
+            Some(B::MulLo) => beside_loop!(
+                iters,
+                "vpmulld zmm14, zmm14, zmm17",
+                "vpmulld zmm15, zmm15, zmm17",
+                "vpmulld zmm16, zmm16, zmm17"
+            ),
+            Some(B::MulAddI16) => beside_loop!(
+                iters,
+                "vpmaddwd zmm14, zmm14, zmm17",
+                "vpmaddwd zmm15, zmm15, zmm17",
+                "vpmaddwd zmm16, zmm16, zmm17"
+            ),
+            Some(B::ConvertF32) => {
+                beside_loop!(iters, "vcvtdq2ps zmm14, zmm14", "vcvtdq2ps zmm15, zmm15", "vcvtdq2ps zmm16, zmm16")
+            }
+            Some(B::FmaF32) => beside_loop!(
+                iters,
+                "vfmadd231ps zmm14, zmm17, zmm17",
+                "vfmadd231ps zmm15, zmm17, zmm17",
+                "vfmadd231ps zmm16, zmm17, zmm17"
+            ),
+            Some(B::Add) => beside_loop!(
+                iters,
+                "vpaddd zmm14, zmm14, zmm17",
+                "vpaddd zmm15, zmm15, zmm17",
+                "vpaddd zmm16, zmm16, zmm17"
+            ),
+            Some(B::ShiftAnd) => beside_loop!(
+                iters,
+                "vpsrlw zmm14, zmm14, 4\nvpandq zmm14, zmm14, zmm17",
+                "vpsrlw zmm15, zmm15, 4\nvpandq zmm15, zmm15, zmm17",
+                "vpsrlw zmm16, zmm16, 4\nvpandq zmm16, zmm16, zmm17"
+            ),
+        }
     }
 }
