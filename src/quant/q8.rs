@@ -15,6 +15,11 @@ pub struct BlockQ8K {
     /// magnitude), which the mins meet: kept so that a kernel broadcasts a pair of them straight
     /// from memory instead of adding and shuffling `bsums` for every column group.
     pub sub_sums: [i16; QK_K / 32],
+    /// 32 times each of `bsums`: what Q6_K's storage offset (its weights are kept as `q + 32`)
+    /// adds to a 16-value dot product, which the 512-bit Q6_K kernel subtracts from each scale
+    /// group's sums with one broadcast from memory before it scales them (instead of eight
+    /// i16-pair products per row and block, which take the units its dot products need).
+    pub q6_k_offsets: [i32; QK_K / 16],
 }
 
 impl BlockQ8K {
@@ -28,7 +33,13 @@ impl BlockQ8K {
 
 impl Default for BlockQ8K {
     fn default() -> Self {
-        BlockQ8K { d: 0.0, qs: [0; QK_K], bsums: [0; QK_K / 16], sub_sums: [0; QK_K / 32] }
+        BlockQ8K {
+            d: 0.0,
+            qs: [0; QK_K],
+            bsums: [0; QK_K / 16],
+            sub_sums: [0; QK_K / 32],
+            q6_k_offsets: [0; QK_K / 16],
+        }
     }
 }
 
@@ -76,6 +87,9 @@ pub fn quantize_q8_k(x: &[f32], out: &mut [BlockQ8K]) {
         }
         for (s, halves) in y.sub_sums.iter_mut().zip(y.bsums.chunks_exact(2)) {
             *s = halves[0] + halves[1];
+        }
+        for (o, &s) in y.q6_k_offsets.iter_mut().zip(&y.bsums) {
+            *o = 32 * s as i32;
         }
         y.d = 1.0 / iscale;
     }
@@ -207,6 +221,7 @@ mod tests {
             }
             assert_eq!(b.bsums[3], b.qs[48..64].iter().map(|&v| v as i16).sum::<i16>());
             assert_eq!(b.sub_sums[5], b.qs[160..192].iter().map(|&v| v as i16).sum::<i16>());
+            assert_eq!(b.q6_k_offsets[3], 32 * b.qs[48..64].iter().map(|&v| v as i32).sum::<i32>());
             let pair = b.sub_sum_pair(2);
             assert_eq!((pair as i16, (pair >> 16) as i16), (b.sub_sums[4], b.sub_sums[5]));
         }

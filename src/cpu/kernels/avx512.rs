@@ -100,14 +100,6 @@ unsafe fn activations4(y: *const i8) -> __m512i {
     _mm512_set1_epi32(unsafe { (y as *const i32).read_unaligned() })
 }
 
-/// Broadcasts 32-bit element `at` (< 8) of `v` to all sixteen lanes.
-#[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl,avx512vnni")]
-#[inline]
-fn broadcast_element(v: __m256i, at: i32) -> __m512i {
-    // The index reads lanes below 8 only, so the undefined upper half is never used.
-    _mm512_permutexvar_epi32(_mm512_set1_epi32(at), _mm512_castsi256_si512(v))
-}
-
 /// The column sums of each row, C zmm of sixteen (W = 16 C floats).
 #[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl,avx512vnni")]
 #[inline]
@@ -310,8 +302,9 @@ pub unsafe fn gemm_q5_k_x16<const R: usize>(pair: &[u8], a: &[&[BlockQ8K]; R], a
 }
 
 /// Two adjacent interleaved Q6_K groups against R activation rows (as `gemm_q4_k_x16`). The
-/// weights are used as stored (0..63, standing for -32..31); the +32 offset is removed once
-/// per block with the activation sums.
+/// weights are used as stored (0..63, standing for -32..31); the +32 offset comes out of each
+/// scale group's sums before they are scaled (`BlockQ8K::q6_k_offsets`, broadcast from
+/// memory), which gives the integers the 256-bit kernels get by removing it once per block.
 #[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl,avx512vnni")]
 pub unsafe fn gemm_q6_k_x16<const R: usize>(pair: &[u8], a: &[&[BlockQ8K]; R], ahead: &[u8]) -> [[f32; 16]; R] {
     use q6k_layout as l;
@@ -347,23 +340,19 @@ pub unsafe fn gemm_q6_k_x16<const R: usize>(pair: &[u8], a: &[&[BlockQ8K]; R], a
                     }
                 }
                 for r in 0..R {
-                    acc[r] = _mm512_add_epi32(acc[r], _mm512_mullo_epi32(part[r], scales));
+                    // (q + 32) . a - 32 * sum(a) = q . a over the group's 16 values, at most
+                    // 16 x 32 x 128 in magnitude: scaled (|s| <= 128) and summed over a block's
+                    // 16 groups, under 2^27.
+                    let offset = _mm512_set1_epi32(*a[r].get_unchecked(b).q6_k_offsets.get_unchecked(g));
+                    acc[r] = _mm512_add_epi32(acc[r], _mm512_mullo_epi32(_mm512_sub_epi32(part[r], offset), scales));
                 }
             }
-            // `finish_q6_k_block`, lane-wise on sixteen columns (the same float operations).
+            // `finish_q6_k_block`'s float operations, lane-wise on sixteen columns.
             let d = load_pair_ps(p.add(l::D), q.add(l::D));
-            let scale_pairs: [__m512i; 8] = std::array::from_fn(|pair| {
-                pair_bytes_epi16(p.add(l::SCALE_PAIRS + 16 * pair), q.add(l::SCALE_PAIRS + 16 * pair), true)
-            });
             for r in 0..R {
                 let y = a[r].get_unchecked(b);
-                let bsums = _mm256_loadu_si256(y.bsums.as_ptr() as *const __m256i);
-                let mut offset = _mm512_setzero_si512();
-                for (pair, sc) in scale_pairs.iter().enumerate() {
-                    offset = _mm512_dpwssd_epi32(offset, *sc, broadcast_element(bsums, pair as i32));
-                }
-                let acc = _mm512_sub_epi32(acc[r], _mm512_slli_epi32(offset, 5));
-                sum[r][0] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc), _mm512_mul_ps(d, _mm512_set1_ps(y.d)), sum[r][0]);
+                sum[r][0] =
+                    _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc[r]), _mm512_mul_ps(d, _mm512_set1_ps(y.d)), sum[r][0]);
             }
         }
         rows_out(sum)

@@ -72,7 +72,8 @@ mod tests {
                         w.d.to_bits() == p.d.to_bits()
                             && w.qs == p.qs
                             && w.bsums == p.bsums
-                            && w.sub_sums == p.sub_sums,
+                            && w.sub_sums == p.sub_sums
+                            && w.q6_k_offsets == p.q6_k_offsets,
                         "{what}, case {case}"
                     );
                 }
