@@ -1,6 +1,8 @@
 //! The machine's int8 multiply-add peak on each kernel instruction set, measured by a loop of
 //! independent dot-product chains that never touches memory. Kernel efficiency is reported
-//! against this number, measured in the same run.
+//! against this number, measured in the same run. Also what each of the 512-bit kernels' other
+//! instructions costs their dot products (`slots_beside_dot`), which sets those kernels'
+//! ceilings below the peak.
 
 use std::time::Instant;
 
